@@ -1,0 +1,1 @@
+"""Evaluator: tasks, sandboxed candidate workers, correctness, timing and anti-cheat checks."""

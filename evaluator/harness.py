@@ -1,0 +1,230 @@
+"""What runs inside one forked worker process: load, run trials, time, report facts.
+
+A worker reports facts (outputs, launch counts, ops, replaced functions, exceptions) as
+messages on a pipe; it decides nothing. The trusted parent compares and gives the verdict.
+Reference jobs never load candidate code.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import linecache
+import os
+import sys
+import traceback
+import types
+
+import torch
+
+from . import guards, timing, wire
+from .types import Protocol, Status
+
+CANDIDATE_FILE = "candidate.py"
+TASK_FILENAME = "<reference task>"
+TIMING_VARIANTS = 2  # input sets rotated during timing, so a cache keyed on inputs goes stale
+CHECK_RUN = 1_000_003  # index of the run after timing whose output is verified
+
+
+class Reporter:
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    def send(self, header: dict, tensors: list[torch.Tensor] | None = None) -> None:
+        metas, blobs = [], []
+        for t in tensors or []:
+            meta, raw = wire.encode_tensor(t)
+            metas.append(meta)
+            blobs.append(raw)
+        if metas:
+            header = {**header, "tensors": metas}
+        wire.write_frame(self.fd, wire.pack(header, blobs))
+
+
+# --- seeds -----------------------------------------------------------------------------
+
+def trial_seed(protocol: Protocol, trial: int) -> int:
+    return protocol.seed * 7919 + 1 + trial
+
+
+def timing_seed(protocol: Protocol, variant: int) -> int:
+    return protocol.seed * 7919 + 100_000 + variant
+
+
+# --- loading ---------------------------------------------------------------------------
+
+def load_task(source: str) -> types.ModuleType:
+    """Execute the reference task into a module that is not importable by name."""
+    module = types.ModuleType("reference_task")
+    module.__file__ = TASK_FILENAME
+    linecache.cache[TASK_FILENAME] = (len(source), None, source.splitlines(True), TASK_FILENAME)
+    exec(compile(source, TASK_FILENAME, "exec"), module.__dict__)
+    return module
+
+
+def load_candidate(source: str, scratch: str) -> types.ModuleType:
+    """Import the candidate from a real file (Triton's JIT reads kernel source from disk)."""
+    path = os.path.join(scratch, CANDIDATE_FILE)
+    with open(path, "w") as fh:
+        fh.write(source)
+    spec = importlib.util.spec_from_file_location("candidate", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["candidate"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def make_inputs(task: types.ModuleType, seed: int, device: torch.device) -> list:
+    torch.manual_seed(seed)
+    raw = list(task.get_inputs())
+    return [x.to(device) if isinstance(x, torch.Tensor) else x for x in raw]
+
+
+def build_model(cls, task: types.ModuleType, protocol: Protocol, device: torch.device):
+    init = list(task.get_init_inputs())
+    torch.manual_seed(protocol.seed)
+    model = cls(*init)
+    if isinstance(model, torch.nn.Module):
+        model = model.to(device)
+    return model
+
+
+def as_outputs(result) -> list:
+    """Normalize a forward's return value to a list (a tuple or list stays a list)."""
+    if isinstance(result, (tuple, list)):
+        return list(result)
+    return [result]
+
+
+# --- classification --------------------------------------------------------------------
+
+def _compile_error_types() -> tuple[type, ...]:
+    found: list[type] = []
+    try:
+        from triton.compiler import errors as terrors
+
+        for name in dir(terrors):
+            obj = getattr(terrors, name)
+            if isinstance(obj, type) and issubclass(obj, Exception) and "Compil" in name or name in (
+                    "UnsupportedLanguageConstruct", "CompileTimeAssertionFailure"):
+                found.append(obj)
+    except ImportError:  # pragma: no cover
+        pass
+    return tuple(found)
+
+
+_COMPILE_ERRORS = _compile_error_types()
+_CUDA_MARKERS = ("CUDA error", "illegal memory access", "device-side assert", "cudaError", "CUDA driver error",
+                 "misaligned address", "an illegal instruction")
+
+
+def _interpreting() -> bool:
+    return os.environ.get("TRITON_INTERPRET", "") not in ("", "0")
+
+
+def classify(exc: BaseException, phase: str) -> Status:
+    """Map an exception raised while loading or running a candidate to a status."""
+    text = f"{type(exc).__name__}: {exc}"
+    if isinstance(exc, MemoryError) or type(exc).__name__ == "OutOfMemoryError" or "out of memory" in text:
+        return Status.oom
+    if _COMPILE_ERRORS and isinstance(exc, _COMPILE_ERRORS):
+        return Status.compile_error
+    if any(m in text for m in _CUDA_MARKERS) or type(exc).__name__ == "AcceleratorError":
+        return Status.cuda_error
+    if phase == "import":
+        return Status.import_error
+    if _interpreting() and _raised_in_triton_language(exc):
+        # Under the interpreter a kernel that would not compile fails inside triton.language.
+        return Status.compile_error
+    return Status.runtime_error
+
+
+def _raised_in_triton_language(exc: BaseException) -> bool:
+    tb = exc.__traceback__
+    last = None
+    passed_kernel = False
+    while tb is not None:
+        fname = tb.tb_frame.f_code.co_filename
+        if fname.endswith(CANDIDATE_FILE) and _frame_in_kernel(tb.tb_frame):
+            passed_kernel = True
+        last = fname
+        tb = tb.tb_next
+    if not passed_kernel or last is None:
+        return False
+    sep = os.sep
+    return f"{sep}triton{sep}language{sep}" in last or f"{sep}triton{sep}runtime{sep}interpreter" in last
+
+
+def _frame_in_kernel(frame) -> bool:
+    fn = frame.f_globals.get(frame.f_code.co_name)
+    return fn is not None and type(fn).__name__ in ("JITFunction", "InterpretedFunction")
+
+
+def _candidate_line(exc: BaseException, source_lines: list[str]) -> int | None:
+    """The line of the candidate's own file the error points at (not harness frames)."""
+    line = None
+    tb = exc.__traceback__
+    jit_fn = None
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename.endswith(CANDIDATE_FILE):
+            line = tb.tb_lineno
+        for value in (tb.tb_frame.f_locals.get("self"), tb.tb_frame.f_locals.get("fn")):
+            if hasattr(value, "def_file_line_number") or hasattr(value, "starting_line_number"):
+                jit_fn = value
+        tb = tb.tb_next
+    if isinstance(exc, SyntaxError) and exc.filename and exc.filename.endswith(CANDIDATE_FILE):
+        return exc.lineno
+    node = getattr(exc, "node", None)
+    if _COMPILE_ERRORS and isinstance(exc, _COMPILE_ERRORS) and node is not None and jit_fn is not None:
+        start = getattr(jit_fn, "def_file_line_number", None) or getattr(jit_fn, "starting_line_number", None)
+        rel = getattr(node, "lineno", None)
+        if start and rel:
+            return start + rel - 1
+    return line
+
+
+def error_info(exc: BaseException, source: str | None, limit: int = 600) -> dict:
+    lines = source.splitlines() if source else []
+    line = _candidate_line(exc, lines) if source is not None else None
+    message = str(exc).strip() or repr(exc)
+    if len(message) > limit:
+        message = message[: limit // 2] + " ... " + message[-limit // 2:]
+    info = {"error_class": type(exc).__name__, "message": message}
+    if line and 1 <= line <= len(lines):
+        info["line"] = line
+        info["source_line"] = lines[line - 1][:200]
+    if source is None:  # a reference failure: keep the trace, the task author needs it
+        info["message"] = (message + "\n" + "".join(traceback.format_exception(exc)[-3:]))[-limit:]
+    return info
+
+
+# --- checks on returned values -------------------------------------------------------------
+
+def _storages(tensors) -> set[int]:
+    out = set()
+    for t in tensors:
+        if isinstance(t, torch.Tensor) and t.numel():
+            out.add(t.untyped_storage().data_ptr())
+    return out
+
+
+def output_violation(outputs: list, inputs: list) -> str | None:
+    """Reason the outputs are not plain tensors with storage of their own, or None."""
+    input_storages = _storages(inputs)
+    for i, o in enumerate(outputs):
+        if type(o) is not torch.Tensor:
+            return f"output {i} is a {type(o).__module__}.{type(o).__qualname__}, not a plain torch.Tensor"
+        if o.numel() and o.untyped_storage().data_ptr() in input_storages:
+            return f"output {i} shares storage with an input tensor (a view of or a write into the input)"
+    return None
+
+
+def inputs_changed(before: list, after: list) -> bool:
+    equal = guards._ORIGINALS["torch.equal"]
+    for b, a in zip(before, after):
+        if isinstance(b, torch.Tensor) and not equal(b, a):
+            return True
+    return False
+
+
+def snapshot_inputs(inputs: list) -> list:
+    return [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]

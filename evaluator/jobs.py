@@ -1,0 +1,204 @@
+"""The three kinds of work a worker process does: reference, candidate check, timing."""
+
+from __future__ import annotations
+
+import torch
+
+from . import guards, harness, timing
+from .harness import Reporter
+from .types import Protocol, Status
+
+
+def _device(job: dict) -> torch.device:
+    dev = torch.device(job["device"])
+    if dev.type == "cuda":
+        torch.cuda.set_device(dev)
+    return dev
+
+
+def _forward(model, inputs: list):
+    with torch.no_grad():
+        return model(*inputs)
+
+
+def _fail(rep: Reporter, status: Status, exc: BaseException, source: str | None, phase: str) -> None:
+    rep.send({"kind": "error", "status": status.value, "phase": phase, "error": harness.error_info(exc, source)})
+
+
+def run_reference(job: dict, rep: Reporter) -> None:
+    """Outputs of the reference for every trial, and the facts task validation needs."""
+    protocol = Protocol.model_validate(job["protocol"])
+    device = _device(job)
+    try:
+        task = harness.load_task(job["task_source"])
+        model = harness.build_model(task.Model, task, protocol, device)
+    except BaseException as exc:  # noqa: BLE001 - any failure of the task is reported
+        _fail(rep, Status.import_error, exc, None, "load")
+        return
+    flags: list[dict] = []
+    dropout = [n for n, m in model.named_modules() if isinstance(m, torch.nn.modules.dropout._DropoutNd)
+               and m.training and m.p > 0]
+    if dropout:
+        flags.append({"code": "training_dropout",
+                      "message": f"dropout in training mode ({', '.join(dropout[:3])}): output is random"})
+    try:
+        ops: set[str] = set()
+        for t in range(protocol.correctness_trials):
+            inputs = harness.make_inputs(task, harness.trial_seed(protocol, t), device)
+            before = harness.snapshot_inputs(inputs)
+            with guards.recording(poison=False) as rec:
+                outputs = harness.as_outputs(_forward(model, inputs))
+            ops |= rec.ops
+            if t == 0:
+                if harness.inputs_changed(before, inputs):
+                    flags.append({"code": "mutates_input", "message": "the reference writes into its inputs"})
+                # Same inputs, different global RNG state: a deterministic forward agrees with itself.
+                torch.manual_seed(987654321)
+                again = harness.as_outputs(_forward(model, harness.snapshot_inputs(before)))
+                rep.send({"kind": "inputs"}, [x for x in before if isinstance(x, torch.Tensor)])
+                rep.send({"kind": "repeat"}, [o for o in again if isinstance(o, torch.Tensor)])
+            bad = [i for i, o in enumerate(outputs) if not isinstance(o, torch.Tensor)]
+            if bad:
+                raise TypeError(f"reference output {bad[0]} is not a tensor")
+            rep.send({"kind": "trial", "trial": t}, outputs)
+        rep.send({"kind": "ops", "ops": sorted(guards.compute_ops(ops)), "flags": flags})
+    except BaseException as exc:  # noqa: BLE001
+        _fail(rep, harness.classify(exc, "run"), exc, None, "run")
+        return
+    rep.send({"kind": "done"})
+
+
+def run_candidate(job: dict, rep: Reporter) -> None:
+    """Load the candidate and run the correctness trials, reporting what it did."""
+    protocol = Protocol.model_validate(job["protocol"])
+    source = job["candidate_source"]
+    device = _device(job)
+    counter = guards.LaunchCounter()
+    counter.install()
+    flag_guard = guards.FlagGuard()
+    try:
+        task = harness.load_task(job["task_source"])
+    except BaseException as exc:  # noqa: BLE001
+        rep.send({"kind": "infra", "message": f"task failed to load in worker: {exc}"})
+        return
+    try:
+        module = harness.load_candidate(source, job["scratch"])
+    except BaseException as exc:  # noqa: BLE001
+        status = Status.syntax_error if isinstance(exc, SyntaxError) else harness.classify(exc, "import")
+        _fail(rep, status, exc, source, "import")
+        return
+    if not _check_clean(rep, flag_guard, "import"):
+        return
+    cls = getattr(module, "ModelNew", None)
+    if cls is None:
+        rep.send({"kind": "error", "status": Status.import_error.value, "phase": "import",
+                  "error": {"error_class": "AttributeError", "message": "candidate defines no ModelNew"}})
+        return
+    try:
+        model = harness.build_model(cls, task, protocol, device)
+    except BaseException as exc:  # noqa: BLE001
+        _fail(rep, harness.classify(exc, "init"), exc, source, "init")
+        return
+    ops: set[str] = set()
+    for t in range(protocol.correctness_trials):
+        try:
+            inputs = harness.make_inputs(task, harness.trial_seed(protocol, t), device)
+            before = harness.snapshot_inputs(inputs)
+            with guards.recording(poison=True) as rec:
+                outputs = harness.as_outputs(_forward(model, inputs))
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+        except BaseException as exc:  # noqa: BLE001
+            _fail(rep, harness.classify(exc, "run"), exc, source, "run")
+            return
+        ops |= rec.ops
+        if not _check_clean(rep, flag_guard, "run"):
+            return
+        if harness.inputs_changed(before, inputs):
+            rep.send({"kind": "violation", "reason": "the candidate wrote into its input tensors"})
+            return
+        violation = harness.output_violation(outputs, inputs)
+        if violation:
+            rep.send({"kind": "violation", "reason": violation})
+            return
+        rep.send({"kind": "trial", "trial": t, "launches": counter.count}, outputs)
+    rep.send({"kind": "ops", "ops": sorted(guards.compute_ops(ops)), "launches": counter.count,
+              "flags_reset": flag_guard.restore()})
+    rep.send({"kind": "done"})
+
+
+def run_timing(job: dict, rep: Reporter) -> None:
+    """Time a model (candidate or reference) under the protocol; report samples and last output."""
+    protocol = Protocol.model_validate(job["protocol"])
+    device = _device(job)
+    source = job.get("candidate_source")
+    flag_guard = guards.FlagGuard()
+    try:
+        task = harness.load_task(job["task_source"])
+        cls = harness.load_candidate(source, job["scratch"]).ModelNew if source else task.Model
+        model = harness.build_model(cls, task, protocol, device)
+    except BaseException as exc:  # noqa: BLE001
+        _fail(rep, harness.classify(exc, "import"), exc, source, "load")
+        return
+    try:
+        _time(job, rep, model, task, protocol, device, flag_guard)
+    except BaseException as exc:  # noqa: BLE001
+        _fail(rep, harness.classify(exc, "run"), exc, source, "timing")
+        return
+    rep.send({"kind": "done"})
+
+
+def shifted(inputs: list, i: int) -> list:
+    """Run i's inputs: variant i % V, rolled along its first non-trivial dim by i // V.
+
+    Every timed run sees values it has not seen before, so no cache keyed on pointers, shapes
+    or sampled values can return a stored result; the check run's output is verified.
+    """
+    out = []
+    for x in inputs:
+        if isinstance(x, torch.Tensor) and x.dim() and (i // harness.TIMING_VARIANTS):
+            dim = next((d for d in range(x.dim()) if x.shape[d] > 1), None)
+            if dim is not None:
+                x = torch.roll(x, shifts=(i // harness.TIMING_VARIANTS) % x.shape[dim], dims=dim)
+        out.append(x)
+    return out
+
+
+def _time(job, rep, model, task, protocol: Protocol, device, flag_guard: guards.FlagGuard | None = None) -> None:
+    variants = [harness.make_inputs(task, harness.timing_seed(protocol, v), device)
+                for v in range(harness.TIMING_VARIANTS)]
+    live = [x.clone() if isinstance(x, torch.Tensor) else x for x in variants[0]]
+
+    def prepare(i: int) -> None:
+        # Refresh the inputs in place, outside the timed region: same pointers, new values.
+        for dst, src in zip(live, shifted(variants[i % len(variants)], i)):
+            if isinstance(dst, torch.Tensor):
+                dst.copy_(src)
+
+    def run(_i: int):
+        with torch.no_grad():
+            return model(*live)
+
+    # Flags a candidate changed at import are put back before anything is measured.
+    if flag_guard:
+        flag_guard.restore()
+    event_ms, synced_ms, _ = timing.time_on_gpu(
+        run, prepare, warmup=protocol.warmup_runs, runs=protocol.timed_runs,
+        flush_l2=protocol.flush_l2, device=device)
+    prepare(harness.CHECK_RUN)
+    last = run(harness.CHECK_RUN)
+    torch.cuda.synchronize(device)
+    reset = flag_guard.restore() if flag_guard else []
+    outputs = [o for o in harness.as_outputs(last) if isinstance(o, torch.Tensor)]
+    rep.send({"kind": "timing", "event_ms": event_ms, "synced_ms": synced_ms,
+              "replaced": guards.replaced_functions(), "flags_reset": reset}, outputs)
+
+
+def _check_clean(rep: Reporter, flag_guard: guards.FlagGuard, phase: str) -> bool:
+    replaced = guards.replaced_functions()
+    if replaced:
+        rep.send({"kind": "violation", "reason": f"candidate replaced harness functions during {phase}: "
+                                                 + ", ".join(replaced)})
+        return False
+    flag_guard.restore()
+    return True

@@ -1,0 +1,369 @@
+"""The evaluator: the one entry point the server and the CLI use.
+
+static checks -> reference (cached) -> candidate correctness in a forked worker -> verdict in
+this trusted process -> on a GPU, timing of reference and candidate under an exclusive lock.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import signal
+import tempfile
+import threading
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from . import lint
+from .compare import compare_outputs, zeros_pass
+from .pool import WorkerPool, WorkerResult
+from .task import Task, source_hash
+from .timing import summarize
+from .types import ErrorInfo, EvalResult, Protocol, Status, TaskFlag, TaskValidation, TimingStats
+
+log = logging.getLogger("adaexplore.evaluator")
+
+NO_GPU_NOTE = "no CUDA device: correctness ran through Triton's interpreter on the CPU; timing skipped"
+# Work that escapes the timed stream shows as device-synchronized time far above event time.
+ESCAPE_RATIO = 2.0
+ESCAPE_SLACK_MS = 0.1
+
+
+@dataclass
+class Reference:
+    """What the reference did, measured in a process that never saw candidate code."""
+
+    outputs: list[list[torch.Tensor]] = field(default_factory=list)
+    inputs: list[torch.Tensor] = field(default_factory=list)
+    repeat: list[torch.Tensor] = field(default_factory=list)
+    ops: list[str] = field(default_factory=list)
+    flags: list[dict] = field(default_factory=list)
+    error: ErrorInfo | None = None
+    timing: TimingStats | None = None
+    check_outputs: list[torch.Tensor] = field(default_factory=list)
+    elapsed_s: float = 0.0
+
+
+def default_device() -> str:
+    return "cuda:0" if torch.cuda.is_available() else "cpu"
+
+
+class Evaluator:
+    """Evaluates candidates against tasks. Thread-safe; `evaluate` blocks and never raises for a kernel."""
+
+    def __init__(self, device: str | None = None, work_dir: str | Path | None = None,
+                 max_parallel: int | None = None, lock_dir: str | Path | None = None,
+                 memory_limit_bytes: int | None = None) -> None:
+        self.device = device or default_device()
+        self.is_gpu = self.device.startswith("cuda")
+        base = Path(work_dir) if work_dir else Path(tempfile.gettempdir()) / f"adaexplore-{os.getuid()}"
+        self.work_dir = base
+        (base / "scratch").mkdir(parents=True, exist_ok=True)
+        self.lock_dir = Path(lock_dir) if lock_dir else base / "locks"
+        self.lock_dir.mkdir(parents=True, exist_ok=True)
+        self.memory_limit_bytes = memory_limit_bytes
+        self.pool = WorkerPool(interpret=not self.is_gpu, work_dir=str(base / "scratch"),
+                               triton_cache_dir=str(base / "triton-cache"))
+        self._slots = threading.BoundedSemaphore(max_parallel or max(1, min(4, os.cpu_count() or 1)))
+        self._ref_cache: dict[tuple, Reference] = {}
+        self._ref_locks: dict[tuple, threading.Lock] = {}
+        self._ref_guard = threading.Lock()
+        self._results: dict[tuple, EvalResult] = {}
+
+    def close(self) -> None:
+        self.pool.close()
+
+    def __enter__(self) -> "Evaluator":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # --- jobs -----------------------------------------------------------------------
+    def _job(self, kind: str, task: Task, protocol: Protocol, **extra) -> dict:
+        job = {"kind": kind, "task_source": task.source, "protocol": protocol.model_dump(mode="json"),
+               "device": self.device, **extra}
+        if self.memory_limit_bytes and not self.is_gpu:
+            job["memory_limit_bytes"] = self.memory_limit_bytes
+        return job
+
+    def _run(self, job: dict, timeout_s: float) -> WorkerResult:
+        with self._slots:
+            return self.pool.run(job, timeout_s)
+
+    @contextmanager
+    def gpu_lock(self):
+        """Exclusive use of this GPU for timing, across threads and server processes."""
+        index = self.device.split(":")[1] if ":" in self.device else "0"
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES", "")
+        physical = visible.split(",")[int(index)] if visible else index
+        path = self.lock_dir / f"gpu-{physical}.lock"
+        with open(path, "a+") as fh:
+            fcntl.flock(fh, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(fh, fcntl.LOCK_UN)
+
+    # --- reference --------------------------------------------------------------------
+    def reference(self, task: Task, protocol: Protocol | None = None) -> Reference:
+        """Reference outputs (and timing on a GPU), computed once per task, device and protocol."""
+        protocol = protocol or task.protocol
+        key = (task.task_id, self.device, protocol.key())
+        with self._ref_guard:
+            lock = self._ref_locks.setdefault(key, threading.Lock())
+        with lock:
+            if key in self._ref_cache:
+                return self._ref_cache[key]
+            ref = self._compute_reference(task, protocol)
+            if ref.error is None or ref.error.error_class != "InfraError":
+                self._ref_cache[key] = ref
+            return ref
+
+    def _compute_reference(self, task: Task, protocol: Protocol) -> Reference:
+        t0 = time.monotonic()
+        ref = Reference()
+        res = self._run(self._job("reference", task, protocol), protocol.timeout_s)
+        ref.error = _worker_failure(res, subject="reference")
+        if ref.error is None:
+            for head, tensors in res.messages:
+                kind = head.get("kind")
+                if kind == "trial":
+                    ref.outputs.append(tensors)
+                elif kind == "inputs":
+                    ref.inputs = tensors
+                elif kind == "repeat":
+                    ref.repeat = tensors
+                elif kind == "ops":
+                    ref.ops = list(head.get("ops", []))
+                    ref.flags = list(head.get("flags", []))
+                elif kind == "error":
+                    ref.error = ErrorInfo.model_validate(head["error"])
+        if ref.error is None and self.is_gpu:
+            with self.gpu_lock():
+                tres = self._run(self._job("timing", task, protocol), protocol.timeout_s)
+            ref.error = _worker_failure(tres, subject="reference timing")
+            timing_msg = tres.first("timing")
+            if ref.error is None and timing_msg:
+                ref.timing = summarize(timing_msg[0]["event_ms"], protocol.trim_fraction)
+                ref.check_outputs = timing_msg[1]
+            elif ref.error is None:
+                err = tres.first("error")
+                ref.error = ErrorInfo.model_validate(err[0]["error"]) if err else ErrorInfo(
+                    error_class="RuntimeError", message="reference timing produced no result")
+        ref.elapsed_s = time.monotonic() - t0
+        return ref
+
+    def validate_task(self, task: Task) -> TaskValidation:
+        """Load and run the reference; flag nondeterminism and degenerate outputs; time it on a GPU."""
+        protocol = task.protocol
+        ref = self.reference(task, protocol)
+        if ref.error is not None:
+            return TaskValidation(ok=False, error=ref.error, device=self.device, elapsed_s=ref.elapsed_s)
+        flags = [TaskFlag.model_validate(f) for f in ref.flags] + _degenerate_flags(ref, protocol)
+        first = ref.outputs[0] if ref.outputs else []
+        return TaskValidation(
+            ok=True, flags=flags, output_shapes=[list(o.shape) for o in first],
+            output_dtypes=[str(o.dtype).removeprefix("torch.") for o in first],
+            reference_timing=ref.timing, device=self.device, elapsed_s=ref.elapsed_s)
+
+    # --- candidates -------------------------------------------------------------------
+    def evaluate(self, task: Task, source: str, protocol: Protocol | None = None) -> EvalResult:
+        """Check and (on a GPU) time one candidate. Infra failures are retried once."""
+        protocol = protocol or task.protocol
+        key = (task.task_id, source_hash(source), self.device, protocol.key())
+        if key in self._results:
+            return self._results[key]
+        t0 = time.monotonic()
+        result = self._evaluate_once(task, source, protocol)
+        if result.status is Status.infra_error:
+            log.warning("infra error evaluating a candidate for %s, retrying: %s", task.name,
+                        result.error.message if result.error else "")
+            result = self._evaluate_once(task, source, protocol)
+        result = result.model_copy(update={
+            "task_id": task.task_id, "source_hash": key[1], "device": self.device,
+            "protocol_key": key[3], "elapsed_s": round(time.monotonic() - t0, 3)})
+        if result.status is not Status.infra_error:
+            self._results[key] = result
+        return result
+
+    def _evaluate_once(self, task: Task, source: str, protocol: Protocol) -> EvalResult:
+        static = lint.check_candidate(source)
+        if static.status is not None:
+            return EvalResult(status=static.status, error=static.error, lint=static.issues)
+        ref = self.reference(task, protocol)
+        if ref.error is not None:
+            return EvalResult(status=Status.infra_error, error=ErrorInfo(
+                error_class="ReferenceError", message="the task's reference failed: " + ref.error.message))
+        res = self._run(self._job("candidate", task, protocol, candidate_source=source), protocol.timeout_s)
+        result = self._verdict(res, ref, protocol, static.issues)
+        if result.status is Status.correct and self.is_gpu:
+            result = self._time_candidate(task, source, protocol, ref, result)
+        elif result.status is Status.correct:
+            result = result.model_copy(update={"timing_note": NO_GPU_NOTE})
+        return result
+
+    def _verdict(self, res: WorkerResult, ref: Reference, protocol: Protocol, issues) -> EvalResult:
+        base = {"lint": issues, "trials": protocol.correctness_trials,
+                "stdout_tail": res.output_tail.strip()[-800:] or None}
+        failure = _candidate_failure(res)
+        if failure is not None:
+            return EvalResult(**base, **failure)
+        trials = res.all("trial")
+        ops = res.first("ops")
+        if len(trials) != protocol.correctness_trials or ops is None or res.first("done") is None:
+            return EvalResult(**base, status=Status.runtime_error, error=ErrorInfo(
+                error_class="IncompleteRun",
+                message="the process ended before reporting every trial (exit code "
+                        f"{res.exit_code}); results are never read from the candidate's output"))
+        launches = int(ops[0].get("launches", 0))
+        flags_reset = list(ops[0].get("flags_reset", []))
+        base.update(triton_launches=launches, flags_reset=flags_reset)
+        passed = 0
+        for (head, outputs), expected in zip(trials, ref.outputs):
+            verdict = compare_outputs(outputs, expected, protocol.tolerance, trial=int(head.get("trial", 0)))
+            if verdict.status is not Status.correct:
+                return EvalResult(**base, status=verdict.status, trials_passed=passed, mismatch=verdict.mismatch,
+                                  error=ErrorInfo(error_class=verdict.status.value, message=verdict.message))
+            passed += 1
+        if launches == 0:
+            return EvalResult(**base, status=Status.no_triton_kernel, trials_passed=passed, error=ErrorInfo(
+                error_class="NoTritonKernel", message="no Triton kernel was launched during the forward pass",
+                hint="compute the result in a @triton.jit kernel launched as kernel[grid](...)"))
+        ref_ops = set(ref.ops)
+        cand_ops = set(ops[0].get("ops", []))
+        if ref_ops and ref_ops <= cand_ops:
+            return EvalResult(**base, status=Status.cheat_detected, trials_passed=passed,
+                              cheat_reason="every PyTorch operation of the reference ("
+                                           + ", ".join(sorted(ref_ops)[:6])
+                                           + ") still runs in PyTorch; the Triton kernels do none of its work")
+        return EvalResult(**base, status=Status.correct, trials_passed=passed)
+
+    def _time_candidate(self, task: Task, source: str, protocol: Protocol, ref: Reference,
+                        result: EvalResult) -> EvalResult:
+        with self.gpu_lock():
+            res = self._run(self._job("timing", task, protocol, candidate_source=source), protocol.timeout_s)
+        failure = _candidate_failure(res)
+        if failure is not None:
+            return result.model_copy(update=failure)
+        msg = res.first("timing")
+        if msg is None:
+            return result.model_copy(update={"status": Status.runtime_error, "error": ErrorInfo(
+                error_class="IncompleteRun", message="the timing run ended without reporting")})
+        head, outputs = msg
+        if head.get("replaced"):
+            return result.model_copy(update={"status": Status.cheat_detected, "cheat_reason":
+                                             "candidate replaced harness functions: " + ", ".join(head["replaced"])})
+        expected = ref.check_outputs
+        if not expected:
+            return result.model_copy(update={"status": Status.infra_error, "error": ErrorInfo(
+                error_class="InfraError", message="reference outputs for the timing inputs are missing")})
+        verdict = compare_outputs(outputs, expected, protocol.tolerance, trial=-1)
+        if verdict.status is not Status.correct:
+            return result.model_copy(update={
+                "status": verdict.status, "mismatch": verdict.mismatch,
+                "error": ErrorInfo(error_class=verdict.status.value,
+                                   message="output produced while timing (fresh inputs) differs from the reference: "
+                                           + verdict.message)})
+        stats = summarize(head["event_ms"], protocol.trim_fraction)
+        synced = sorted(head.get("synced_ms") or [0.0])
+        synced_median = synced[len(synced) // 2]
+        if synced_median > ESCAPE_RATIO * stats.median_ms + ESCAPE_SLACK_MS:
+            return result.model_copy(update={
+                "status": Status.cheat_detected, "timing": stats,
+                "cheat_reason": f"work escapes the timed stream: {synced_median:.3f} ms with device-wide "
+                                f"synchronization vs {stats.median_ms:.3f} ms by stream events"})
+        flags = sorted(set(result.flags_reset) | set(head.get("flags_reset", [])))
+        speedup = ref.timing.mean_ms / stats.mean_ms if ref.timing and stats.mean_ms > 0 else None
+        return result.model_copy(update={"timing": stats, "reference_timing": ref.timing,
+                                         "speedup": speedup, "flags_reset": flags})
+
+
+# --- interpreting worker results ------------------------------------------------------------
+
+def _worker_failure(res: WorkerResult, subject: str) -> ErrorInfo | None:
+    if res.infra:
+        return ErrorInfo(error_class="InfraError", message=res.infra)
+    if res.timed_out:
+        return ErrorInfo(error_class="Timeout", message=f"the {subject} exceeded its time limit")
+    err = res.first("error")
+    if err:
+        return ErrorInfo.model_validate(err[0]["error"])
+    if res.first("done") is None:
+        return ErrorInfo(error_class="WorkerDied", message=f"the {subject} process ended without finishing "
+                         f"(exit code {res.exit_code}, signal {res.signal}): {res.output_tail[-300:]}")
+    return None
+
+
+def _candidate_failure(res: WorkerResult) -> dict | None:
+    """Status fields for a worker that did not run to the end, or None."""
+    if res.infra:
+        return {"status": Status.infra_error, "error": ErrorInfo(error_class="InfraError", message=res.infra)}
+    if res.timed_out:
+        return {"status": Status.timeout, "error": ErrorInfo(
+            error_class="Timeout", message="the candidate exceeded the wall-clock limit and was killed")}
+    if res.decode_error:
+        return {"status": Status.cheat_detected,
+                "cheat_reason": f"the result channel carried data the harness did not write ({res.decode_error})"}
+    if res.overflow:
+        return {"status": Status.runtime_error, "error": ErrorInfo(
+            error_class="OutputTooLarge", message="the candidate's results exceeded the size limit")}
+    infra = res.first("infra")
+    if infra:
+        return {"status": Status.infra_error, "error": ErrorInfo(error_class="InfraError",
+                                                                 message=infra[0].get("message", ""))}
+    violation = res.first("violation")
+    if violation:
+        return {"status": Status.cheat_detected, "cheat_reason": violation[0].get("reason")}
+    err = res.first("error")
+    if err:
+        return {"status": Status(err[0]["status"]), "error": ErrorInfo.model_validate(err[0]["error"])}
+    if res.signal is not None:
+        name = signal.Signals(res.signal).name if res.signal in signal.Signals._value2member_map_ else res.signal
+        tail = res.output_tail
+        status = Status.cuda_error if "CUDA" in tail else (
+            Status.oom if res.signal == signal.SIGKILL else Status.runtime_error)
+        return {"status": status, "error": ErrorInfo(
+            error_class="WorkerCrashed", message=f"the candidate's process died with signal {name}")}
+    return None
+
+
+def _degenerate_flags(ref: Reference, protocol: Protocol) -> list[TaskFlag]:
+    flags: list[TaskFlag] = []
+    outs = [o for trial in ref.outputs for o in trial]
+    if not outs:
+        return flags
+    floats = [o for o in outs if o.is_floating_point()]
+    if any(bool(torch.isnan(o).any()) for o in floats):
+        flags.append(TaskFlag(code="nan_in_reference", message="the reference output contains NaN"))
+    if all(not bool(o.any()) for o in outs):
+        flags.append(TaskFlag(code="all_zeros", message="the reference output is all zeros: a kernel that "
+                                                        "writes zeros passes"))
+    elif len(ref.outputs) > 1 and all(
+            o0.shape == o1.shape and bool(torch.equal(o0, o1)) for o0, o1 in zip(ref.outputs[0], ref.outputs[1])):
+        flags.append(TaskFlag(code="constant_output", message="the output does not change with the inputs"))
+    first = ref.outputs[0]
+    for i, o in enumerate(first):
+        for j, x in enumerate(ref.inputs):
+            if o.shape == x.shape and o.dtype == x.dtype and compare_outputs([o], [x], protocol.tolerance).status \
+                    is Status.correct:
+                flags.append(TaskFlag(code="equals_input",
+                                      message=f"output {i} equals input {j}: returning the input passes"))
+                break
+    if all(not flag.code == "all_zeros" for flag in flags) and all(
+            zeros_pass(trial, protocol.tolerance) for trial in ref.outputs):
+        flags.append(TaskFlag(code="zeros_pass", message="the outputs are so small that all zeros pass the "
+                                                         f"tolerance (atol {protocol.tolerance.atol})"))
+    if ref.repeat and len(ref.repeat) == len(first):
+        verdict = compare_outputs(ref.repeat, first, protocol.tolerance)
+        if verdict.status is not Status.correct:
+            flags.append(TaskFlag(code="random_in_forward", message="two runs on the same inputs disagree: "
+                                                                    "the forward uses random state"))
+        elif not all(bool(torch.equal(a, b)) for a, b in zip(ref.repeat, first)):
+            flags.append(TaskFlag(code="nondeterministic", message="two runs on the same inputs differ slightly"))
+    return flags

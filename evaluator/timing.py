@@ -1,0 +1,82 @@
+"""The timing protocol: CUDA events, an L2 flush before every run, trimmed statistics.
+
+`summarize` is pure; `time_on_gpu` runs inside a worker process that holds the GPU lock.
+The functions it relies on are bound when this module is imported, which happens in the
+warm parent before any candidate code exists, so a candidate that replaces
+`torch.cuda.Event.elapsed_time` or `torch.cuda.synchronize` does not change what is used here.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from typing import Callable
+
+import torch
+
+from .types import TimingStats
+
+_perf_counter = time.perf_counter
+_Event = torch.cuda.Event
+_event_record = torch.cuda.Event.record
+_elapsed_time = torch.cuda.Event.elapsed_time
+_synchronize = torch.cuda.synchronize
+
+L2_FLUSH_BYTES = 256 * 1024 * 1024  # larger than any current GPU's L2 (H200: 60 MB)
+
+
+def summarize(samples_ms: list[float], trim_fraction: float = 0.05, method: str = "cuda_events") -> TimingStats:
+    """Trim `trim_fraction` from each end of the sorted samples and describe the rest."""
+    if not samples_ms:
+        raise ValueError("no timing samples")
+    ordered = sorted(samples_ms)
+    k = int(math.floor(len(ordered) * trim_fraction))
+    kept = ordered[k:len(ordered) - k] if len(ordered) - 2 * k >= 1 else ordered
+    return TimingStats(
+        mean_ms=statistics.fmean(kept),
+        median_ms=statistics.median(kept),
+        std_ms=statistics.pstdev(kept) if len(kept) > 1 else 0.0,
+        min_ms=ordered[0],
+        runs=len(kept),
+        method=method,
+    )
+
+
+def time_on_gpu(run: Callable[[int], object], prepare: Callable[[int], None], *, warmup: int, runs: int,
+                flush_l2: bool, device: torch.device) -> tuple[list[float], list[float], object]:
+    """Time `run(i)` with CUDA events around each call, flushing L2 before each.
+
+    `prepare(i)` is called before the flush, outside the timed region (it refreshes inputs).
+    Also measures a few runs with device-wide synchronization and host clocks, which sees
+    work that escapes the current stream. Returns (event_ms, synced_ms, last_output).
+    """
+    flush = torch.empty(L2_FLUSH_BYTES // 4, dtype=torch.float32, device=device) if flush_l2 else None
+    out = None
+    for i in range(warmup):
+        prepare(i)
+        out = run(i)
+    _synchronize(device)
+    starts = [_Event(enable_timing=True) for _ in range(runs)]
+    ends = [_Event(enable_timing=True) for _ in range(runs)]
+    for i in range(runs):
+        prepare(i)
+        if flush is not None:
+            flush.zero_()
+        _event_record(starts[i])
+        out = run(i)
+        _event_record(ends[i])
+    _synchronize(device)
+    event_ms = [_elapsed_time(s, e) for s, e in zip(starts, ends)]
+
+    synced_ms = []
+    for i in range(min(10, runs)):
+        prepare(i)
+        if flush is not None:
+            flush.zero_()
+        _synchronize(device)
+        t0 = _perf_counter()
+        out = run(i)
+        _synchronize(device)
+        synced_ms.append((_perf_counter() - t0) * 1e3)
+    return event_ms, synced_ms, out

@@ -1,0 +1,215 @@
+"""Result and configuration types of the evaluator.
+
+Everything here crosses a process or MCP boundary, so it is a pydantic model that
+serializes to plain JSON (see :func:`to_json`).
+"""
+
+from __future__ import annotations
+
+import warnings
+from enum import Enum
+from typing import Literal
+
+import orjson
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Status(str, Enum):
+    """The fixed set of evaluation outcomes. Exactly one ends every evaluation."""
+
+    correct = "correct"
+    wrong_output = "wrong_output"
+    shape_mismatch = "shape_mismatch"
+    nan_output = "nan_output"
+    syntax_error = "syntax_error"
+    import_error = "import_error"
+    compile_error = "compile_error"
+    runtime_error = "runtime_error"
+    cuda_error = "cuda_error"
+    timeout = "timeout"
+    oom = "oom"
+    no_triton_kernel = "no_triton_kernel"
+    cheat_detected = "cheat_detected"
+    infra_error = "infra_error"
+
+    @property
+    def loads(self) -> bool:
+        """True when the candidate module loaded and ran (it may still be wrong)."""
+        return self in (Status.correct, Status.wrong_output, Status.shape_mismatch, Status.nan_output)
+
+
+class Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Tolerance(Model):
+    """Elementwise check |out - ref| <= atol + rtol * |ref|; NaN never passes."""
+
+    name: str = "default"
+    atol: float = 1e-2
+    rtol: float = 1e-2
+
+
+TOLERANCE_PROFILES: dict[str, Tolerance] = {
+    "default": Tolerance(name="default", atol=1e-2, rtol=1e-2),
+    "strict": Tolerance(name="strict", atol=1e-4, rtol=1e-4),
+    "fp32": Tolerance(name="fp32", atol=1e-5, rtol=1e-5),
+    "loose": Tolerance(name="loose", atol=5e-2, rtol=5e-2),
+}
+
+
+class Protocol(Model):
+    """How a candidate is checked and timed. Part of the result cache key."""
+
+    correctness_trials: int = Field(5, ge=1, le=50)
+    tolerance: Tolerance = Field(default_factory=Tolerance)
+    warmup_runs: int = Field(10, ge=0, le=1000)
+    timed_runs: int = Field(100, ge=1, le=10000)
+    trim_fraction: float = Field(0.05, ge=0.0, lt=0.5)
+    flush_l2: bool = True
+    timeout_s: float = Field(120.0, gt=0, le=3600)
+    seed: int = 42
+
+    def key(self) -> str:
+        """A short stable string identifying this protocol for caching."""
+        import hashlib
+
+        return hashlib.sha256(orjson.dumps(self.model_dump(), option=orjson.OPT_SORT_KEYS)).hexdigest()[:16]
+
+
+class TimingStats(Model):
+    """Runtime statistics in milliseconds over `runs` timed runs (after trimming)."""
+
+    mean_ms: float
+    median_ms: float
+    std_ms: float
+    min_ms: float
+    runs: int
+    method: str = "cuda_events"
+
+
+class ErrorInfo(Model):
+    """What went wrong, short enough to read in a prompt."""
+
+    error_class: str
+    message: str
+    line: int | None = None
+    source_line: str | None = None
+    hint: str | None = None
+
+
+class Mismatch(Model):
+    """Where a wrong output differs most from the reference."""
+
+    trial: int
+    output_index: int = 0
+    max_abs_error: float
+    max_rel_error: float
+    index: list[int] = Field(default_factory=list)
+    expected: float | None = None
+    got: float | None = None
+    mismatched_fraction: float = 0.0
+
+
+with warnings.catch_warnings():
+    # `construct` is the clearest name for the offending code; pydantic's deprecated
+    # classmethod of that name is never used here.
+    warnings.simplefilter("ignore", UserWarning)
+
+    class LintIssue(Model):
+        """One finding of the static checks; `construct` is the offending code, e.g. `tl.float32(`."""
+
+        line: int
+        message: str
+        construct: str
+
+
+class EvalResult(Model):
+    """The outcome of evaluating one candidate against one task."""
+
+    status: Status
+    task_id: str = ""
+    source_hash: str = ""
+    device: str = "cpu"
+    protocol_key: str = ""
+    error: ErrorInfo | None = None
+    mismatch: Mismatch | None = None
+    cheat_reason: str | None = None
+    lint: list[LintIssue] = Field(default_factory=list)
+    trials_passed: int = 0
+    trials: int = 0
+    triton_launches: int = 0
+    timing: TimingStats | None = None
+    reference_timing: TimingStats | None = None
+    speedup: float | None = None
+    timing_note: str | None = None
+    flags_reset: list[str] = Field(default_factory=list)
+    stdout_tail: str | None = None
+    elapsed_s: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.status is Status.correct
+
+    def feedback(self, max_chars: int = 1200) -> str:
+        """A few lines an agent can act on."""
+        parts = [f"status: {self.status.value}"]
+        if self.cheat_reason:
+            parts.append(f"reason: {self.cheat_reason}")
+        if self.error:
+            e = self.error
+            where = f" (line {e.line}: {e.source_line.strip()})" if e.line and e.source_line else (
+                f" (line {e.line})" if e.line else "")
+            parts.append(f"{e.error_class}: {e.message}{where}")
+            if e.hint:
+                parts.append(f"hint: {e.hint}")
+        for issue in self.lint[:5]:
+            parts.append(f"lint line {issue.line}: {issue.message}")
+        if self.mismatch:
+            m = self.mismatch
+            parts.append(
+                f"trial {m.trial} output {m.output_index}: max abs err {m.max_abs_error:.3g}, "
+                f"max rel err {m.max_rel_error:.3g} at {m.index} (expected {m.expected}, got {m.got}); "
+                f"{m.mismatched_fraction:.1%} of elements out of tolerance")
+        if self.status is Status.correct:
+            parts.append(f"passed {self.trials_passed}/{self.trials} trials")
+        if self.timing:
+            parts.append(f"runtime {self.timing.mean_ms:.4f} ms (median {self.timing.median_ms:.4f})")
+        if self.speedup is not None:
+            parts.append(f"speedup {self.speedup:.3f}x vs reference")
+        elif self.timing_note:
+            parts.append(f"timing: {self.timing_note}")
+        if self.flags_reset:
+            parts.append("reset global flags: " + ", ".join(self.flags_reset))
+        if self.stdout_tail and self.status is not Status.correct:
+            parts.append("output: " + self.stdout_tail[-300:])
+        text = "\n".join(parts)
+        return text if len(text) <= max_chars else text[: max_chars - 3] + "..."
+
+
+class TaskFlag(Model):
+    """A problem found when a task was validated, shown to agents."""
+
+    code: Literal[
+        "nondeterministic", "random_in_forward", "training_dropout", "all_zeros", "constant_output",
+        "equals_input", "zeros_pass", "mutates_input", "nan_in_reference", "slow_reference",
+    ]
+    message: str
+
+
+class TaskValidation(Model):
+    """The outcome of registering a task."""
+
+    ok: bool
+    error: ErrorInfo | None = None
+    flags: list[TaskFlag] = Field(default_factory=list)
+    output_shapes: list[list[int]] = Field(default_factory=list)
+    output_dtypes: list[str] = Field(default_factory=list)
+    reference_timing: TimingStats | None = None
+    device: str = "cpu"
+    elapsed_s: float = 0.0
+
+
+def to_json(model: BaseModel) -> bytes:
+    """Serialize a model compactly for the wire or storage."""
+    return orjson.dumps(model.model_dump(mode="json", exclude_none=True))

@@ -1,0 +1,149 @@
+"""Framing and tensor encoding for the pipes between evaluator processes.
+
+Bytes that come out of a candidate's process are untrusted: they are decoded here
+with orjson and raw buffers only (never pickle), and every size is checked.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+
+import orjson
+
+MAX_FRAME = 1 << 31  # a single frame over 2 GiB is refused
+_LEN = struct.Struct("<Q")
+
+# dtypes that may travel; anything else in a message is a protocol error
+DTYPES = (
+    "float32", "float64", "float16", "bfloat16", "int8", "int16", "int32", "int64", "uint8", "bool",
+    "complex64",
+)
+
+
+class WireError(ValueError):
+    """A message did not decode: the sender is broken or hostile."""
+
+
+def pack(obj: dict, blobs: list[bytes] | None = None) -> bytes:
+    """One message: a JSON header followed by raw byte blobs, each length-prefixed."""
+    blobs = blobs or []
+    head = orjson.dumps({"h": obj, "n": [len(b) for b in blobs]})
+    parts = [_LEN.pack(len(head)), head]
+    for b in blobs:
+        parts.append(b)
+    body = b"".join(parts)
+    return _LEN.pack(len(body)) + body
+
+
+def unpack(body: bytes) -> tuple[dict, list[memoryview]]:
+    """Inverse of :func:`pack` without the outer length prefix."""
+    view = memoryview(body)
+    if len(view) < _LEN.size:
+        raise WireError("truncated message")
+    (hlen,) = _LEN.unpack_from(view, 0)
+    if hlen > len(view) - _LEN.size:
+        raise WireError("header length out of range")
+    try:
+        head = orjson.loads(view[_LEN.size:_LEN.size + hlen])
+    except orjson.JSONDecodeError as exc:
+        raise WireError(f"bad header: {exc}") from None
+    if not isinstance(head, dict) or not isinstance(head.get("h"), dict) or not isinstance(head.get("n"), list):
+        raise WireError("bad header shape")
+    pos = _LEN.size + hlen
+    blobs = []
+    for n in head["n"]:
+        if not isinstance(n, int) or n < 0 or pos + n > len(view):
+            raise WireError("blob length out of range")
+        blobs.append(view[pos:pos + n])
+        pos += n
+    return head["h"], blobs
+
+
+def split_frames(buf: bytes) -> list[bytes]:
+    """Split a byte stream of length-prefixed frames; a trailing partial frame is an error."""
+    frames, pos = [], 0
+    while pos < len(buf):
+        if pos + _LEN.size > len(buf):
+            raise WireError("truncated frame length")
+        (n,) = _LEN.unpack_from(buf, pos)
+        pos += _LEN.size
+        if n > MAX_FRAME or pos + n > len(buf):
+            raise WireError("truncated frame")
+        frames.append(buf[pos:pos + n])
+        pos += n
+    return frames
+
+
+def write_frame(fd: int, data: bytes) -> None:
+    """Write all of `data` (already framed by :func:`pack`) to a file descriptor."""
+    view = memoryview(data)
+    while view:
+        n = os.write(fd, view)
+        view = view[n:]
+
+
+def read_exact(stream, n: int) -> bytes | None:
+    """Read exactly n bytes from a binary stream; None at a clean end of stream."""
+    chunks, got = [], 0
+    while got < n:
+        chunk = stream.read(n - got)
+        if not chunk:
+            if got == 0:
+                return None
+            raise WireError("stream ended inside a frame")
+        chunks.append(chunk)
+        got += len(chunk)
+    return b"".join(chunks)
+
+
+def read_frame(stream) -> bytes | None:
+    """Read one length-prefixed frame body from a binary stream."""
+    raw = read_exact(stream, _LEN.size)
+    if raw is None:
+        return None
+    (n,) = _LEN.unpack(raw)
+    if n > MAX_FRAME:
+        raise WireError("frame too large")
+    body = read_exact(stream, n)
+    if body is None:
+        raise WireError("stream ended inside a frame")
+    return body
+
+
+# --- tensors -------------------------------------------------------------------------
+
+def encode_tensor(t) -> tuple[dict, bytes]:
+    """Describe a tensor and copy its bytes (moved to CPU, made contiguous)."""
+    import torch
+
+    c = t.detach().to("cpu").contiguous()
+    dtype = str(c.dtype).removeprefix("torch.")
+    if dtype not in DTYPES:
+        c = c.to(torch.float32)
+        dtype = "float32"
+    raw = c.reshape(-1).view(torch.uint8).numpy().tobytes() if c.numel() else b""
+    return {"dtype": dtype, "shape": list(c.shape)}, raw
+
+
+def decode_tensor(meta: dict, raw: memoryview):
+    """Rebuild a CPU tensor from :func:`encode_tensor` output, checking every field."""
+    import torch
+
+    dtype_name = meta.get("dtype")
+    shape = meta.get("shape")
+    if dtype_name not in DTYPES:
+        raise WireError(f"dtype not allowed: {dtype_name!r}")
+    if not isinstance(shape, list) or not all(isinstance(d, int) and d >= 0 for d in shape) or len(shape) > 16:
+        raise WireError("bad shape")
+    dtype = getattr(torch, dtype_name)
+    numel = 1
+    for d in shape:
+        numel *= d
+    itemsize = torch.empty((), dtype=dtype).element_size()
+    if numel * itemsize != len(raw):
+        raise WireError("tensor byte count does not match its shape")
+    if numel == 0:
+        return torch.empty(shape, dtype=dtype)
+    flat = torch.frombuffer(bytearray(raw), dtype=torch.uint8)
+    return flat.view(dtype).reshape(shape)

@@ -1,0 +1,14 @@
+# Broken candidate for tasks/softmax.py: correct numbers, but no Triton kernel is launched.
+"""Exhibits no_triton_kernel: ModelNew computes the softmax with PyTorch ops only."""
+
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        e = torch.exp(x - x.amax(dim=-1, keepdim=True))
+        return e / e.sum(dim=-1, keepdim=True)

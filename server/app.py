@@ -1,0 +1,95 @@
+"""Build the MCP server (tools, resources, prompts) and its HTTP app."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from mcp.server.auth.settings import AuthSettings
+from mcp.server.mcpserver import MCPServer
+from mcp.server.transport_security import TransportSecuritySettings
+from starlette.applications import Starlette
+
+from .auth import StoreTokenVerifier
+from .config import ServerConfig
+from .prompts import register_prompts
+from .resources import register_resources
+from .service import Service
+from .tools import register_tools
+
+INSTRUCTIONS = (
+    "adaexplore turns PyTorch modules into fast, correct Triton kernels by tree search. Loop: "
+    "get_skill_memory -> expand_node -> write a kernel -> evaluate_kernel -> repeat; best_candidates at the end. "
+    "Failing kernels are results with feedback, not errors. The 'optimize' prompt explains the loop.")
+
+MAX_HTTP_BODY = 1024 * 1024
+
+
+@dataclass
+class HttpSettings:
+    host: str = "127.0.0.1"
+    port: int = 8765
+    allowed_hosts: list[str] = field(default_factory=list)
+    allowed_origins: list[str] = field(default_factory=list)
+    max_body_bytes: int = MAX_HTTP_BODY
+
+
+def build_server(config: ServerConfig, *, evaluator: Any = None, http: HttpSettings | None = None,
+                 service: Service | None = None) -> tuple[MCPServer, Service]:
+    svc = service or Service(config, evaluator=evaluator)
+    kwargs: dict[str, Any] = {}
+    if http is not None:
+        config.auth_required = True
+        kwargs["token_verifier"] = StoreTokenVerifier(svc.store)
+        kwargs["auth"] = AuthSettings(issuer_url=f"http://{_url_host(http.host)}:{http.port}",
+                                      resource_server_url=None, required_scopes=["read"])
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        ver = version("adaexplore")
+    except PackageNotFoundError:
+        ver = "0"
+    mcp = MCPServer("adaexplore", title="adaexplore", version=ver, instructions=INSTRUCTIONS,
+                    log_level="WARNING", **kwargs)
+    register_tools(mcp, svc)
+    register_resources(mcp, svc)
+    register_prompts(mcp)
+    return mcp, svc
+
+
+def _url_host(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
+
+
+def transport_security(http: HttpSettings) -> TransportSecuritySettings:
+    """Host/Origin checks against DNS rebinding: loopback names plus what the operator allows."""
+    hosts = ["127.0.0.1:*", "localhost:*", "[::1]:*"]
+    origins = ["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"]
+    if http.host not in ("127.0.0.1", "localhost", "::1", "0.0.0.0", "::"):
+        hosts.append(f"{_url_host(http.host)}:*")
+        origins.append(f"http://{_url_host(http.host)}:*")
+    hosts += http.allowed_hosts
+    origins += http.allowed_origins
+    return TransportSecuritySettings(enable_dns_rebinding_protection=True, allowed_hosts=hosts,
+                                     allowed_origins=origins)
+
+
+def http_app(mcp: MCPServer, http: HttpSettings) -> Starlette:
+    return mcp.streamable_http_app(host=http.host, max_request_body_size=http.max_body_bytes,
+                                   transport_security=transport_security(http))
+
+
+def quiet_stdout_logging(level: int = logging.WARNING) -> None:
+    """Route every log record to stderr (stdout belongs to the protocol on stdio)."""
+    import sys
+
+    root = logging.getLogger()
+    for h in list(root.handlers):
+        if getattr(h, "stream", None) is sys.stdout:
+            root.removeHandler(h)
+    if not root.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        root.addHandler(handler)
+    root.setLevel(level)

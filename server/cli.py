@@ -1,0 +1,259 @@
+"""The `adaexplore` command: serve, eval, token, tasks, memory, demo."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+from pathlib import Path
+
+from .config import ServerConfig
+from .store import default_data_dir
+
+
+def _config(args: argparse.Namespace) -> ServerConfig:
+    data_dir = Path(args.data_dir).expanduser() if getattr(args, "data_dir", None) else default_data_dir()
+    cfg = ServerConfig(data_dir=data_dir)
+    for attr, name in (("task_root", "task_roots"),):
+        if getattr(args, attr, None):
+            setattr(cfg, name, [Path(p).expanduser() for p in getattr(args, attr)])
+    if getattr(args, "wait_limit", None) is not None:
+        cfg.wait_limit_s = args.wait_limit
+    if getattr(args, "device", None):
+        cfg.device = args.device
+    if getattr(args, "max_parallel", None):
+        cfg.max_parallel = args.max_parallel
+    return cfg
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from .app import HttpSettings, build_server, http_app, quiet_stdout_logging
+
+    quiet_stdout_logging(logging.DEBUG if args.verbose else logging.WARNING)
+    cfg = _config(args)
+    if not args.http:
+        mcp, svc = build_server(cfg)
+        try:
+            mcp.run("stdio")
+        finally:
+            svc.close()
+        return 0
+    import uvicorn
+
+    http = HttpSettings(host=args.host, port=args.port, allowed_hosts=args.allow_host or [],
+                        allowed_origins=args.allow_origin or [], max_body_bytes=args.max_body)
+    if args.host not in ("127.0.0.1", "localhost", "::1") and not args.allow_remote:
+        print(f"refusing to listen on {args.host}: the server is loopback-only unless --allow-remote is given",
+              file=sys.stderr)
+        return 2
+    mcp, svc = build_server(cfg, http=http)
+    if not svc.store.list_tokens():
+        print("note: no tokens exist yet; create one with `adaexplore token issue NAME --scopes read,write`",
+              file=sys.stderr)
+    app = http_app(mcp, http)
+    print(f"adaexplore: serving MCP on http://{args.host}:{args.port}/mcp (data: {cfg.data_dir})", file=sys.stderr,
+          flush=True)
+    try:
+        uvicorn.run(app, host=args.host, port=args.port, log_level="warning", access_log=False)
+    finally:
+        svc.close()
+    return 0
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    from ..evaluator.service import Evaluator
+    from ..evaluator.task import TaskError, load_task_file
+    from ..evaluator.types import to_json
+
+    try:
+        task = load_task_file(args.task)
+        source = Path(args.candidate).read_text()
+    except (TaskError, OSError, UnicodeDecodeError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    with Evaluator(device=args.device) as ev:
+        result = ev.evaluate(task, source)
+    if args.json:
+        sys.stdout.write(to_json(result).decode() + "\n")
+    else:
+        print(f"task: {task.name}   candidate: {args.candidate}   device: {result.device}")
+        print(result.feedback(4000))
+    return 0 if result.ok else 1
+
+
+def cmd_token(args: argparse.Namespace) -> int:
+    from .auth import issue_token, parse_scopes
+    from .store import Store
+
+    store = Store(_config(args).db_path)
+    if args.token_cmd == "issue":
+        try:
+            token = issue_token(store, args.name, parse_scopes(args.scopes))
+        except ValueError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        print(token)
+        print(f"token '{args.name}' issued; it is shown only this once", file=sys.stderr)
+    elif args.token_cmd == "list":
+        for t in store.list_tokens():
+            print(f"{t['name']}\t{','.join(t['scopes'])}\t{'revoked' if t['revoked'] else 'active'}")
+    elif args.token_cmd == "revoke":
+        if not store.revoke_token(args.name):
+            print(f"error: no active token named {args.name!r}", file=sys.stderr)
+            return 1
+        print(f"revoked {args.name}")
+    return 0
+
+
+def cmd_tasks(args: argparse.Namespace) -> int:
+    from ..evaluator.task import TaskError, load_task_folder
+    from .service import Service
+
+    try:
+        tasks, skipped = load_task_folder(args.folder)
+    except TaskError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if args.limit:
+        tasks = tasks[: args.limit]
+    svc = Service(_config(args))
+    failures = 0
+    try:
+        from mcp.server.mcpserver.exceptions import ToolError
+
+        for task in tasks:
+            try:
+                r = svc.register_task(source=task.source, path=None, name=task.name, search=None, protocol=None,
+                                      caller="local")
+                note = "exists" if r.existing else "added"
+                flags = f" flags: {','.join(f.code for f in r.flags)}" if r.flags else ""
+                print(f"{r.task_id}\t{task.name}\t{note}{flags}")
+            except ToolError as exc:
+                failures += 1
+                print(f"-\t{task.name}\trejected: {exc}")
+    finally:
+        svc.close()
+    for name, why in skipped.items():
+        print(f"-\t{name}\tskipped: {why}")
+    return 1 if failures else 0
+
+
+def cmd_memory(args: argparse.Namespace) -> int:
+    from ..skills.store import MemoryStore, UnknownRuleError
+
+    mem = MemoryStore(_config(args).db_path)
+    try:
+        if args.memory_cmd == "list":
+            view = mem.memory(include_candidates=args.all, limit=500, token_budget=100000)
+            for r in view.rules:
+                print(f"{r.id}\t{r.count}\t{'active' if r.active else 'candidate'}\t{r.text}")
+        elif args.memory_cmd == "show":
+            print(mem.get_rule(args.rule_id).model_dump_json(indent=2))
+        elif args.memory_cmd == "export":
+            data = json.dumps(mem.export(), indent=2)
+            if args.out:
+                Path(args.out).write_text(data)
+            else:
+                print(data)
+        elif args.memory_cmd == "import":
+            summary = mem.import_(json.loads(Path(args.file).read_text()), who=args.who)
+            print(summary.model_dump_json(exclude={"id_map"}))
+        elif args.memory_cmd == "retire":
+            print(mem.retire(args.rule_id, who=args.who).model_dump_json())
+    except UnknownRuleError as exc:
+        print(f"error: unknown rule {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from .demo import run_demo
+
+    return run_demo(keep=args.keep, data_dir=args.data_dir)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="adaexplore", description="MCP server: PyTorch modules -> Triton kernels")
+    sub = p.add_subparsers(dest="cmd", required=True)
+
+    def data_dir(sp: argparse.ArgumentParser) -> None:
+        sp.add_argument("--data-dir", help="state directory (default $ADAEXPLORE_HOME or ~/.adaexplore)")
+
+    s = sub.add_parser("serve", help="run the MCP server (stdio by default)")
+    data_dir(s)
+    s.add_argument("--http", action="store_true", help="streamable HTTP instead of stdio (bearer tokens)")
+    s.add_argument("--host", default="127.0.0.1")
+    s.add_argument("--port", type=int, default=8765)
+    s.add_argument("--allow-remote", action="store_true", help="allow a non-loopback --host")
+    s.add_argument("--allow-host", action="append", help="extra allowed Host header (e.g. example.org:*)")
+    s.add_argument("--allow-origin", action="append", help="extra allowed Origin (e.g. https://example.org)")
+    s.add_argument("--max-body", type=int, default=1024 * 1024, help="HTTP request body limit in bytes")
+    s.add_argument("--task-root", action="append", help="folder whose task files register_task may read")
+    s.add_argument("--wait-limit", type=float, help="seconds evaluate_kernel waits before returning pending")
+    s.add_argument("--device", help="e.g. cuda:0 or cpu")
+    s.add_argument("--max-parallel", type=int, help="evaluations in flight")
+    s.add_argument("-v", "--verbose", action="store_true")
+    s.set_defaults(fn=cmd_serve)
+
+    e = sub.add_parser("eval", help="evaluate one candidate file against one task file")
+    e.add_argument("task")
+    e.add_argument("candidate")
+    e.add_argument("--json", action="store_true", help="print the EvalResult as JSON")
+    e.add_argument("--device")
+    e.set_defaults(fn=cmd_eval)
+
+    t = sub.add_parser("token", help="bearer tokens of the HTTP server")
+    data_dir(t)
+    tsub = t.add_subparsers(dest="token_cmd", required=True)
+    ti = tsub.add_parser("issue", help="create a token and print it once")
+    ti.add_argument("name")
+    ti.add_argument("--scopes", default="read,write", help="comma-separated: read,write,admin")
+    tsub.add_parser("list")
+    tr = tsub.add_parser("revoke")
+    tr.add_argument("name")
+    for sp in tsub.choices.values():
+        data_dir(sp)
+    t.set_defaults(fn=cmd_token)
+
+    k = sub.add_parser("tasks", help="task management")
+    ksub = k.add_subparsers(dest="tasks_cmd", required=True)
+    ki = ksub.add_parser("import", help="register every task file of a folder (e.g. KernelBench level1/)")
+    ki.add_argument("folder")
+    ki.add_argument("--limit", type=int)
+    data_dir(ki)
+    k.set_defaults(fn=cmd_tasks)
+
+    m = sub.add_parser("memory", help="the skill memory")
+    msub = m.add_subparsers(dest="memory_cmd", required=True)
+    ml = msub.add_parser("list")
+    ml.add_argument("--all", action="store_true", help="include candidate rules")
+    ms = msub.add_parser("show")
+    ms.add_argument("rule_id")
+    me = msub.add_parser("export")
+    me.add_argument("--out")
+    mi = msub.add_parser("import")
+    mi.add_argument("file")
+    mr = msub.add_parser("retire")
+    mr.add_argument("rule_id")
+    for sp in (mi, mr):
+        sp.add_argument("--who", default=os.environ.get("USER", "local"))
+    for sp in msub.choices.values():
+        data_dir(sp)
+    m.set_defaults(fn=cmd_memory)
+
+    d = sub.add_parser("demo", help="drive a short search through the official MCP client over stdio")
+    d.add_argument("--data-dir", help="use this state directory instead of a temporary one")
+    d.add_argument("--keep", action="store_true", help="keep the temporary state directory")
+    d.set_defaults(fn=cmd_demo)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return int(args.fn(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

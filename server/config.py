@@ -1,0 +1,29 @@
+"""Settings of one server process."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .store import default_data_dir
+
+
+@dataclass
+class ServerConfig:
+    data_dir: Path = field(default_factory=default_data_dir)
+    task_roots: list[Path] = field(default_factory=list)
+    wait_limit_s: float = 45.0
+    progress_interval_s: float = 2.0
+    device: str | None = None
+    max_parallel: int | None = None
+    auth_required: bool = False
+    default_caller: str = "local"
+    seed: int | None = None
+
+    @property
+    def db_path(self) -> Path:
+        return Path(self.data_dir) / "adaexplore.db"
+
+    @property
+    def work_dir(self) -> Path:
+        return Path(self.data_dir) / "work"

@@ -1,0 +1,416 @@
+"""SQLite persistence of the server: tasks, nodes, evaluations, expansions and API tokens.
+
+One database file in WAL mode holds everything (the skill memory keeps its own `skill_*`
+tables in the same file). Several server processes may share the file: every write is a
+short `BEGIN IMMEDIATE` transaction and readers never block writers.
+
+Each task row carries a `version` counter that every node change bumps; each node row
+records the version of its last change, so a process can refresh its cached view of a
+tree by reading only the rows that changed since it last looked.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+SCHEMA_VERSION = 1
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS server_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+
+CREATE TABLE IF NOT EXISTS tasks (
+    id TEXT PRIMARY KEY,
+    name TEXT NOT NULL,
+    source TEXT NOT NULL,
+    validation BLOB,
+    flags BLOB,
+    params BLOB,
+    protocol BLOB,
+    created_by TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    version INTEGER NOT NULL DEFAULT 0
+);
+
+CREATE TABLE IF NOT EXISTS nodes (
+    id TEXT PRIMARY KEY,
+    task_id TEXT NOT NULL REFERENCES tasks(id),
+    parent_id TEXT,
+    seq INTEGER NOT NULL,
+    action TEXT NOT NULL,
+    source TEXT NOT NULL,
+    source_hash TEXT NOT NULL,
+    status TEXT,
+    result BLOB,
+    feedback TEXT,
+    speedup REAL,
+    reward REAL,
+    created_by TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    evaluated_at REAL,
+    expansion_id TEXT,
+    version INTEGER NOT NULL DEFAULT 0,
+    UNIQUE (task_id, seq)
+);
+CREATE INDEX IF NOT EXISTS nodes_task_hash ON nodes (task_id, source_hash);
+CREATE INDEX IF NOT EXISTS nodes_task_version ON nodes (task_id, version);
+CREATE INDEX IF NOT EXISTS nodes_pending ON nodes (status) WHERE status IS NULL;
+
+CREATE TABLE IF NOT EXISTS evaluations (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    node_id TEXT NOT NULL,
+    task_id TEXT NOT NULL,
+    host TEXT NOT NULL,
+    pid INTEGER NOT NULL,
+    started_at REAL NOT NULL,
+    finished_at REAL,
+    status TEXT
+);
+CREATE INDEX IF NOT EXISTS evaluations_node ON evaluations (node_id);
+
+CREATE TABLE IF NOT EXISTS expansions (
+    id TEXT PRIMARY KEY,
+    task_id TEXT NOT NULL,
+    node_id TEXT NOT NULL,
+    action TEXT NOT NULL,
+    created_by TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    expires_at REAL NOT NULL,
+    consumed INTEGER NOT NULL DEFAULT 0,
+    result_node_id TEXT
+);
+CREATE INDEX IF NOT EXISTS expansions_open ON expansions (task_id, consumed, expires_at);
+
+CREATE TABLE IF NOT EXISTS tokens (
+    name TEXT PRIMARY KEY,
+    hash TEXT NOT NULL UNIQUE,
+    scopes TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    revoked INTEGER NOT NULL DEFAULT 0
+);
+"""
+
+NODE_LIGHT_COLUMNS = "id, parent_id, action, status, speedup, seq, reward, version"
+
+
+def default_data_dir() -> Path:
+    env = os.environ.get("ADAEXPLORE_HOME")
+    return Path(env).expanduser() if env else Path("~/.adaexplore").expanduser()
+
+
+def dumps(value: Any) -> bytes:
+    return orjson.dumps(value)
+
+
+def loads(blob: bytes | str | None) -> Any:
+    return None if blob is None else orjson.loads(blob)
+
+
+@dataclass(frozen=True)
+class NodeRow:
+    """The light columns of a node: what the search and summaries need."""
+
+    id: str
+    parent_id: str | None
+    action: str
+    status: str | None
+    speedup: float | None
+    seq: int
+    reward: float | None
+    version: int
+
+
+class Store:
+    """Thread-safe access to the database (one connection per thread)."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._local = threading.local()
+        self._all: list[sqlite3.Connection] = []
+        self._lock = threading.Lock()
+        conn = self.conn()
+        conn.executescript(SCHEMA)
+        with self.tx(conn):
+            conn.execute("INSERT OR IGNORE INTO server_meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+
+    # -- connections -------------------------------------------------------------
+
+    def conn(self) -> sqlite3.Connection:
+        c = getattr(self._local, "conn", None)
+        if c is None:
+            c = sqlite3.connect(self.path, timeout=30.0, isolation_level=None, check_same_thread=False)
+            c.execute("PRAGMA journal_mode=WAL")
+            c.execute("PRAGMA busy_timeout=30000")
+            c.execute("PRAGMA synchronous=NORMAL")
+            c.execute("PRAGMA foreign_keys=ON")
+            self._local.conn = c
+            with self._lock:
+                self._all.append(c)
+        return c
+
+    @contextmanager
+    def tx(self, conn: sqlite3.Connection | None = None) -> Iterator[sqlite3.Connection]:
+        """A short write transaction that takes the write lock up front."""
+        c = conn or self.conn()
+        for attempt in range(50):
+            try:
+                c.execute("BEGIN IMMEDIATE")
+                break
+            except sqlite3.OperationalError as exc:  # busy beyond busy_timeout: rare
+                if "locked" not in str(exc) or attempt == 49:
+                    raise
+                time.sleep(0.05)
+        try:
+            yield c
+        except BaseException:
+            c.execute("ROLLBACK")
+            raise
+        else:
+            c.execute("COMMIT")
+
+    def close(self) -> None:
+        with self._lock:
+            for c in self._all:
+                try:
+                    c.close()
+                except sqlite3.Error:
+                    pass
+            self._all.clear()
+        self._local = threading.local()
+
+    # -- tasks --------------------------------------------------------------------
+
+    def get_task(self, task_id: str) -> dict[str, Any] | None:
+        row = self.conn().execute(
+            "SELECT id, name, source, validation, flags, params, protocol, created_by, created_at, version "
+            "FROM tasks WHERE id = ?", (task_id,)).fetchone()
+        if row is None:
+            return None
+        keys = ("id", "name", "source", "validation", "flags", "params", "protocol", "created_by", "created_at",
+                "version")
+        task = dict(zip(keys, row))
+        for k in ("validation", "flags", "params", "protocol"):
+            task[k] = loads(task[k])
+        return task
+
+    def task_version(self, task_id: str) -> int | None:
+        row = self.conn().execute("SELECT version FROM tasks WHERE id = ?", (task_id,)).fetchone()
+        return None if row is None else row[0]
+
+    def list_tasks(self) -> list[dict[str, Any]]:
+        rows = self.conn().execute(
+            "SELECT t.id, t.name, t.created_by, t.created_at, t.flags, "
+            "(SELECT COUNT(*) FROM nodes n WHERE n.task_id = t.id AND n.action != 'root'), "
+            "(SELECT MAX(n.speedup) FROM nodes n WHERE n.task_id = t.id AND n.status = 'correct' "
+            " AND n.action != 'root') "
+            "FROM tasks t ORDER BY t.created_at").fetchall()
+        return [dict(id=r[0], name=r[1], created_by=r[2], created_at=r[3], flags=loads(r[4]) or [],
+                     nodes=r[5], best_speedup=r[6]) for r in rows]
+
+    def insert_task(self, *, task_id: str, name: str, source: str, source_hash: str, validation: Any,
+                    flags: list[str], params: dict[str, Any], protocol: dict[str, Any], created_by: str,
+                    root_status: str | None, root_speedup: float | None, root_reward: float | None,
+                    root_result: Any) -> bool:
+        """Insert a task and its root node (the reference). False if it already existed."""
+        now = time.time()
+        with self.tx() as c:
+            if c.execute("SELECT 1 FROM tasks WHERE id = ?", (task_id,)).fetchone():
+                return False
+            c.execute(
+                "INSERT INTO tasks (id, name, source, validation, flags, params, protocol, created_by, created_at,"
+                " version) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 1)",
+                (task_id, name, source, dumps(validation), dumps(flags), dumps(params), dumps(protocol),
+                 created_by, now))
+            c.execute(
+                "INSERT INTO nodes (id, task_id, parent_id, seq, action, source, source_hash, status, result,"
+                " feedback, speedup, reward, created_by, created_at, evaluated_at, version)"
+                " VALUES (?, ?, NULL, 0, 'root', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1)",
+                (root_id(task_id), task_id, source, source_hash, root_status, dumps(root_result),
+                 "the reference module (root of the tree)", root_speedup, root_reward, created_by, now, now))
+        return True
+
+    # -- nodes --------------------------------------------------------------------
+
+    def light_nodes(self, task_id: str, since_version: int = -1) -> list[NodeRow]:
+        rows = self.conn().execute(
+            f"SELECT {NODE_LIGHT_COLUMNS} FROM nodes WHERE task_id = ? AND version > ?",
+            (task_id, since_version)).fetchall()
+        return [NodeRow(*r) for r in rows]
+
+    def get_node(self, node_id: str, *, with_source: bool = True) -> dict[str, Any] | None:
+        cols = ("id", "task_id", "parent_id", "seq", "action", "status", "result", "feedback", "speedup", "reward",
+                "created_by", "created_at", "evaluated_at", "expansion_id", "source_hash")
+        sel = ", ".join(cols) + (", source" if with_source else "")
+        row = self.conn().execute(f"SELECT {sel} FROM nodes WHERE id = ?", (node_id,)).fetchone()
+        if row is None:
+            return None
+        node = dict(zip(cols + (("source",) if with_source else ()), row))
+        node["result"] = loads(node["result"])
+        return node
+
+    def node_sources(self, node_ids: list[str]) -> dict[str, str]:
+        if not node_ids:
+            return {}
+        marks = ",".join("?" * len(node_ids))
+        rows = self.conn().execute(f"SELECT id, source FROM nodes WHERE id IN ({marks})", node_ids).fetchall()
+        return dict(rows)
+
+    def node_details(self, node_ids: list[str]) -> dict[str, dict[str, Any]]:
+        """Feedback and metrics (no source) of several nodes."""
+        if not node_ids:
+            return {}
+        marks = ",".join("?" * len(node_ids))
+        rows = self.conn().execute(
+            f"SELECT id, parent_id, action, status, feedback, speedup, reward, seq, created_by FROM nodes "
+            f"WHERE id IN ({marks})", node_ids).fetchall()
+        keys = ("id", "parent_id", "action", "status", "feedback", "speedup", "reward", "seq", "created_by")
+        return {r[0]: dict(zip(keys, r)) for r in rows}
+
+    def create_node(self, *, task_id: str, parent_id: str, action: str, source: str, source_hash: str,
+                    created_by: str, expansion_id: str | None) -> tuple[dict[str, Any], bool]:
+        """Attach a candidate to the tree, or find the node that already holds the same code.
+
+        Returns (node, created). A node that holds the same code and ended in infra_error
+        is reset to pending and evaluated again (created is True then).
+        """
+        now = time.time()
+        host, pid = socket.gethostname(), os.getpid()
+        with self.tx() as c:
+            row = c.execute(
+                "SELECT id, status FROM nodes WHERE task_id = ? AND source_hash = ? ORDER BY seq LIMIT 1",
+                (task_id, source_hash)).fetchone()
+            if row is not None and row[1] != "infra_error":
+                if expansion_id:
+                    c.execute("UPDATE expansions SET consumed = 1, result_node_id = ? WHERE id = ?",
+                              (row[0], expansion_id))
+                return {"id": row[0], "status": row[1]}, False
+            version = c.execute("UPDATE tasks SET version = version + 1 WHERE id = ? RETURNING version",
+                                (task_id,)).fetchone()[0]
+            if row is not None:  # re-run an evaluation our infrastructure lost
+                node_id = row[0]
+                c.execute("UPDATE nodes SET status = NULL, result = NULL, feedback = NULL, speedup = NULL,"
+                          " reward = NULL, version = ? WHERE id = ?", (version, node_id))
+            else:
+                seq = c.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM nodes WHERE task_id = ?",
+                                (task_id,)).fetchone()[0]
+                node_id = f"{task_id}-{seq}"
+                c.execute(
+                    "INSERT INTO nodes (id, task_id, parent_id, seq, action, source, source_hash, status,"
+                    " created_by, created_at, expansion_id, version) VALUES (?, ?, ?, ?, ?, ?, ?, NULL, ?, ?, ?, ?)",
+                    (node_id, task_id, parent_id, seq, action, source, source_hash, created_by, now, expansion_id,
+                     version))
+            c.execute("INSERT INTO evaluations (node_id, task_id, host, pid, started_at) VALUES (?, ?, ?, ?, ?)",
+                      (node_id, task_id, host, pid, now))
+            if expansion_id:
+                c.execute("UPDATE expansions SET consumed = 1, result_node_id = ? WHERE id = ?",
+                          (node_id, expansion_id))
+        return {"id": node_id, "status": None}, True
+
+    def finish_node(self, node_id: str, *, status: str, result: Any, feedback: str, speedup: float | None,
+                    reward: float | None) -> None:
+        now = time.time()
+        with self.tx() as c:
+            row = c.execute("SELECT task_id FROM nodes WHERE id = ?", (node_id,)).fetchone()
+            if row is None:
+                return
+            version = c.execute("UPDATE tasks SET version = version + 1 WHERE id = ? RETURNING version",
+                                (row[0],)).fetchone()[0]
+            c.execute("UPDATE nodes SET status = ?, result = ?, feedback = ?, speedup = ?, reward = ?,"
+                      " evaluated_at = ?, version = ? WHERE id = ?",
+                      (status, dumps(result), feedback, speedup, reward, now, version, node_id))
+            c.execute("UPDATE evaluations SET finished_at = ?, status = ? WHERE node_id = ? AND finished_at IS NULL",
+                      (now, status, node_id))
+
+    def interrupted_evaluations(self) -> list[str]:
+        """Pending nodes whose evaluating process (on this host) is gone."""
+        host = socket.gethostname()
+        rows = self.conn().execute(
+            "SELECT n.id, e.host, e.pid FROM nodes n LEFT JOIN evaluations e "
+            "ON e.node_id = n.id AND e.finished_at IS NULL WHERE n.status IS NULL").fetchall()
+        lost = []
+        for node_id, ehost, pid in rows:
+            if ehost is None or (ehost == host and not _pid_alive(pid)):
+                lost.append(node_id)
+        return lost
+
+    def best_nodes_rows(self, task_id: str, k: int) -> list[dict[str, Any]]:
+        rows = self.conn().execute(
+            "SELECT id, parent_id, action, status, speedup, reward, seq, created_by FROM nodes "
+            "WHERE task_id = ? AND status = 'correct' AND action != 'root' "
+            "ORDER BY COALESCE(speedup, 0) DESC, reward DESC, seq LIMIT ?", (task_id, k)).fetchall()
+        keys = ("id", "parent_id", "action", "status", "speedup", "reward", "seq", "created_by")
+        return [dict(zip(keys, r)) for r in rows]
+
+    # -- expansions ---------------------------------------------------------------
+
+    def open_expansions(self, task_id: str, now: float) -> list[tuple[str, str, float]]:
+        return self.conn().execute(
+            "SELECT id, node_id, created_at FROM expansions WHERE task_id = ? AND consumed = 0 AND expires_at > ?",
+            (task_id, now)).fetchall()
+
+    def create_expansion(self, *, expansion_id: str, task_id: str, node_id: str, action: str, created_by: str,
+                         ttl_s: float) -> float:
+        now = time.time()
+        with self.tx() as c:
+            c.execute("INSERT INTO expansions (id, task_id, node_id, action, created_by, created_at, expires_at)"
+                      " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                      (expansion_id, task_id, node_id, action, created_by, now, now + ttl_s))
+        return now + ttl_s
+
+    def get_expansion(self, expansion_id: str) -> dict[str, Any] | None:
+        row = self.conn().execute(
+            "SELECT id, task_id, node_id, action, created_by, created_at, expires_at, consumed, result_node_id "
+            "FROM expansions WHERE id = ?", (expansion_id,)).fetchone()
+        keys = ("id", "task_id", "node_id", "action", "created_by", "created_at", "expires_at", "consumed",
+                "result_node_id")
+        return None if row is None else dict(zip(keys, row))
+
+    # -- tokens -------------------------------------------------------------------
+
+    def add_token(self, name: str, token_hash: str, scopes: list[str]) -> None:
+        with self.tx() as c:
+            if c.execute("SELECT 1 FROM tokens WHERE name = ? AND revoked = 0", (name,)).fetchone():
+                raise ValueError(f"a token named {name!r} exists; revoke it first")
+            c.execute("DELETE FROM tokens WHERE name = ?", (name,))
+            c.execute("INSERT INTO tokens (name, hash, scopes, created_at) VALUES (?, ?, ?, ?)",
+                      (name, token_hash, ",".join(scopes), time.time()))
+
+    def find_token(self, token_hash: str) -> tuple[str, list[str]] | None:
+        row = self.conn().execute("SELECT name, scopes FROM tokens WHERE hash = ? AND revoked = 0",
+                                  (token_hash,)).fetchone()
+        return None if row is None else (row[0], [s for s in row[1].split(",") if s])
+
+    def list_tokens(self) -> list[dict[str, Any]]:
+        rows = self.conn().execute("SELECT name, scopes, created_at, revoked FROM tokens ORDER BY name").fetchall()
+        return [dict(name=r[0], scopes=r[1].split(","), created_at=r[2], revoked=bool(r[3])) for r in rows]
+
+    def revoke_token(self, name: str) -> bool:
+        with self.tx() as c:
+            return c.execute("UPDATE tokens SET revoked = 1 WHERE name = ? AND revoked = 0", (name,)).rowcount > 0
+
+
+def root_id(task_id: str) -> str:
+    return f"{task_id}-0"
+
+
+def _pid_alive(pid: int | None) -> bool:
+    if not pid:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

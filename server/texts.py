@@ -1,0 +1,88 @@
+"""Words the server says to agents: instructions, notes, the text tree."""
+
+from __future__ import annotations
+
+from typing import Any
+
+SMALL = (
+    "SMALL STEP: refine the parent kernel locally. Keep its structure; change one thing that the feedback "
+    "and the branch history point at (fix the error it reports, tune block sizes or num_warps, fuse an "
+    "adjacent op, vectorize a load, remove a redundant pass). Prefer `edits` against the parent's code. "
+    "Pass expansion_id to evaluate_kernel.")
+LARGE = (
+    "LARGE STEP: write a structurally different kernel for this task (another tiling, another fusion "
+    "plan, another parallelization, another algorithm). The pool holds the strongest kernels found so far: "
+    "learn from them, do not copy them. Send the full source of a module that defines class ModelNew with "
+    "the same constructor and forward signature as Model, with its Triton kernels inline. "
+    "Pass expansion_id to evaluate_kernel.")
+FIRST = (
+    " The parent is the reference PyTorch module (the root): this is a first kernel for the task.")
+BUDGET_EXHAUSTED = (
+    "The step budget of this task is used up: no expansion was created. Call best_candidates for the "
+    "results, or register the task again with a larger max_steps under a new name if more search is wanted.")
+PENDING = ("still evaluating: call get_node with this node_id in a few seconds for the result")
+
+
+def instructions(action: str, parent_is_root: bool) -> str:
+    text = SMALL if action == "small" else LARGE
+    return text + (FIRST if parent_is_root else "")
+
+
+def no_timing_note(device: str) -> str:
+    if device.startswith("cuda"):
+        return "the reference was not timed"
+    return "no GPU on this server: kernels run in Triton's interpreter, so correctness is checked but not speed"
+
+
+def hardware_facts(device: str) -> str:
+    if not device.startswith("cuda"):
+        return ("CPU only: kernels run through Triton's interpreter (TRITON_INTERPRET=1). Correctness is checked; "
+                "timing and speedup are not measured (null). Interpreted kernels are slow: keep grids modest.")
+    try:
+        import torch
+
+        idx = int(device.split(":")[1]) if ":" in device else 0
+        p = torch.cuda.get_device_properties(idx)
+        cc = f"{p.major}.{p.minor}"
+        return (f"GPU {p.name} (compute capability {cc}), {p.multi_processor_count} SMs, "
+                f"{p.total_memory / 2**30:.0f} GiB memory; torch {torch.__version__}")
+    except Exception:
+        return f"GPU {device}"
+
+
+def _fmt(r: Any) -> str:
+    status = "pending" if r.status is None else r.status
+    sp = f" {r.speedup:.2f}x" if r.speedup is not None and r.action != "root" else ""
+    rw = f" r={r.reward:.2f}" if r.reward is not None else ""
+    return f"{r.id} [{r.action}] {status}{sp}{rw}"
+
+
+def text_tree(entry: Any, top: int) -> str:
+    """The `top` best nodes by reward with their ancestors, as an indented tree."""
+    rows = entry.rows
+    scored = sorted((r for r in entry.ordered if r.action != "root" and r.reward is not None),
+                    key=lambda r: (-(r.reward or 0), r.seq))[:max(0, top)]
+    keep: set[str] = set()
+    for r in scored:
+        cur: str | None = r.id
+        while cur is not None and cur not in keep:
+            keep.add(cur)
+            cur = rows[cur].parent_id
+    root = entry.ordered[0] if entry.ordered else None
+    if root is None:
+        return ""
+    keep.add(root.id)
+    kids: dict[str, list[str]] = {}
+    for r in entry.ordered:
+        if r.id in keep and r.parent_id is not None:
+            kids.setdefault(r.parent_id, []).append(r.id)
+    lines: list[str] = []
+    stack = [(root.id, 0)]
+    while stack and len(lines) < 60:
+        nid, d = stack.pop()
+        extra = entry.children.get(nid, 0) - len(kids.get(nid, []))
+        more = f" (+{extra} more)" if extra > 0 else ""
+        lines.append("  " * d + _fmt(rows[nid]) + more)
+        for c in reversed(kids.get(nid, [])):
+            stack.append((c, d + 1))
+    return "\n".join(lines)

@@ -1,0 +1,175 @@
+"""The MCP tools: thin async wrappers over the Service, with annotations and scope checks."""
+
+from __future__ import annotations
+
+import time
+from typing import Annotated
+
+import anyio
+import anyio.to_thread
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.context import Context
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp_types import ToolAnnotations
+from pydantic import Field
+
+from .auth import ScopeError, current_caller
+from .models import (
+    MAX_EDITS,
+    MAX_EXCERPT_CHARS,
+    MAX_NAME_CHARS,
+    MAX_RULE_CHARS,
+    BestCandidatesResult,
+    Edit,
+    EvaluateResult,
+    ExpandResult,
+    ListTasksResult,
+    NodeId,
+    NodeInfo,
+    ProtocolOverrides,
+    RecordFailureResult,
+    RegisterTaskResult,
+    SearchOverrides,
+    SkillMemoryResult,
+    Source,
+    TaskId,
+    TreeSummary,
+)
+from .service import Service
+
+READ = ToolAnnotations(read_only_hint=True, idempotent_hint=True, destructive_hint=False, open_world_hint=False)
+# register_task: repeating it returns the same task, nothing is overwritten.
+REGISTER = ToolAnnotations(read_only_hint=False, idempotent_hint=True, destructive_hint=False, open_world_hint=False)
+# evaluate_kernel: identical code is reported as a duplicate, so repeating it adds nothing.
+EVALUATE = ToolAnnotations(read_only_hint=False, idempotent_hint=True, destructive_hint=False, open_world_hint=False)
+# expand_node / record_failure: every call adds an expansion or an occasion.
+APPEND = ToolAnnotations(read_only_hint=False, idempotent_hint=False, destructive_hint=False, open_world_hint=False)
+
+
+def register_tools(mcp: MCPServer, svc: Service) -> None:
+    cfg = svc.config
+
+    def caller(scope: str) -> str:
+        c = current_caller(cfg.auth_required, cfg.default_caller)
+        try:
+            c.require(scope)
+        except ScopeError as exc:
+            raise ToolError(str(exc)) from None
+        return c.name
+
+    async def run(fn, *args, **kwargs):
+        return await anyio.to_thread.run_sync(lambda: fn(*args, **kwargs))
+
+    @mcp.tool(annotations=REGISTER, title="Register a task")
+    async def register_task(
+        source: Annotated[Source | None, Field(description="reference module: class Model(nn.Module), "
+                                                            "get_inputs(), get_init_inputs()")] = None,
+        path: Annotated[str | None, Field(max_length=4096, description="a task file inside the server's task "
+                                                                       "roots, instead of source")] = None,
+        name: Annotated[str | None, Field(max_length=MAX_NAME_CHARS, description="a short name")] = None,
+        search: SearchOverrides | None = None,
+        protocol: ProtocolOverrides | None = None,
+    ) -> RegisterTaskResult:
+        """Register a PyTorch reference module as a task (validates it; the same source returns the same task)."""
+        who = caller("write")
+        return await run(svc.register_task, source=source, path=path, name=name, search=search, protocol=protocol,
+                         caller=who)
+
+    @mcp.tool(annotations=READ, title="List tasks")
+    async def list_tasks() -> ListTasksResult:
+        """List registered tasks with their node counts and best speedup."""
+        caller("read")
+        return await run(svc.list_tasks)
+
+    @mcp.tool(annotations=READ, title="Read a node")
+    async def get_node(
+        node_id: NodeId,
+        include_code: Annotated[bool, Field(description="also return the node's source")] = False,
+    ) -> NodeInfo:
+        """One node of a search tree: status, metrics, feedback, parent (code only with include_code)."""
+        caller("read")
+        return await run(svc.get_node, node_id, include_code)
+
+    @mcp.tool(annotations=READ, title="Summarize a search tree")
+    async def tree_summary(
+        task_id: TaskId,
+        top: Annotated[int, Field(ge=1, le=50, description="how many top nodes the text tree shows")] = 10,
+    ) -> TreeSummary:
+        """Counts by status, the best node, depth, budget left, and a compact text tree of the top nodes."""
+        caller("read")
+        return await run(svc.tree_summary, task_id, top)
+
+    @mcp.tool(annotations=APPEND, title="Choose the next step")
+    async def expand_node(task_id: TaskId) -> ExpandResult:
+        """Select a node and a step (small refinement or large restructuring) by the search rules, and return
+        what is needed to write the next kernel: instructions, parent code and feedback, branch history or
+        pool of strong kernels, skill memory, hardware facts, and an expansion_id for evaluate_kernel."""
+        who = caller("write")
+        return await run(svc.expand, task_id, who)
+
+    @mcp.tool(annotations=EVALUATE, title="Evaluate a kernel")
+    async def evaluate_kernel(
+        task_id: TaskId,
+        ctx: Context,
+        source: Annotated[Source | None, Field(description="the full candidate module (class ModelNew)")] = None,
+        edits: Annotated[list[Edit] | None, Field(max_length=MAX_EDITS, description="exact replacements against "
+                                                  "the parent node's code, applied in order")] = None,
+        parent_node_id: Annotated[str | None, Field(max_length=100, description="parent for edits or for "
+                                                    "placing the node; defaults to the expansion's node")] = None,
+        expansion_id: Annotated[str | None, Field(max_length=100, description="from expand_node")] = None,
+    ) -> EvaluateResult:
+        """Check a candidate for correctness and speed and attach it to the tree. A failing kernel is a result
+        with a status and feedback. Identical code is not run again (duplicate=true). Long evaluations return
+        status 'pending': poll get_node with the node_id."""
+        who = caller("write")
+        node_id, job, duplicate = await run(svc.submit, task_id=task_id, source=source, edits=edits,
+                                            parent_node_id=parent_node_id, expansion_id=expansion_id, caller=who)
+        if job is not None:
+            start = time.monotonic()
+            last_report = start
+            limit = cfg.wait_limit_s
+            while not job.done():
+                now = time.monotonic()
+                if now - start >= limit:
+                    break
+                if now - last_report >= cfg.progress_interval_s:
+                    last_report = now
+                    try:
+                        await ctx.report_progress(round(now - start, 1), limit, f"evaluating {node_id}")
+                    except Exception:
+                        pass
+                await anyio.sleep(0.05)
+        return await run(svc.node_result, node_id, duplicate)
+
+    @mcp.tool(annotations=READ, title="Best kernels")
+    async def best_candidates(
+        task_id: TaskId,
+        k: Annotated[int, Field(ge=1, le=50)] = 5,
+        include_code: bool = False,
+    ) -> BestCandidatesResult:
+        """The task's top correct kernels, fastest first, with metrics (code on request)."""
+        caller("read")
+        return await run(svc.best_candidates, task_id, k, include_code)
+
+    @mcp.tool(annotations=READ, title="Skill memory")
+    async def get_skill_memory(
+        task_id: Annotated[str | None, Field(max_length=100, description="rank rules by relevance to it")] = None,
+        token_budget: Annotated[int, Field(ge=50, le=20000)] = 1500,
+        include_candidates: Annotated[bool, Field(description="also rules seen fewer than 3 times")] = False,
+    ) -> SkillMemoryResult:
+        """The team's validity rules (distilled from past failures), ranked, with a ready-to-paste rendering."""
+        caller("read")
+        return await run(svc.skill_memory, task_id, token_budget, include_candidates)
+
+    @mcp.tool(annotations=APPEND, title="Record a failure rule")
+    async def record_failure(
+        rule: Annotated[str, Field(min_length=1, max_length=MAX_RULE_CHARS,
+                                   description="one-sentence validity rule: do X, not Y")],
+        node_id: Annotated[str | None, Field(max_length=100, description="the failing node it explains")] = None,
+        task_id: Annotated[str | None, Field(max_length=100)] = None,
+        error_excerpt: Annotated[str | None, Field(max_length=MAX_EXCERPT_CHARS)] = None,
+    ) -> RecordFailureResult:
+        """Submit a rule distilled from a failure; the server merges it with equivalent rules and counts it."""
+        who = caller("write")
+        return await run(svc.record_failure, rule=rule, node_id=node_id, task_id=task_id,
+                         error_excerpt=error_excerpt, caller=who)

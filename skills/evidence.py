@@ -1,0 +1,77 @@
+"""Checking a rule's forbidden construct against the source of a correct kernel."""
+
+from __future__ import annotations
+
+import ast
+import re
+
+from .signature import TL_DTYPES, construct_family, construct_of, forbidden_part
+
+STATEMENT_KEYWORDS = frozenset({"if", "for", "while", "else", "elif", "break", "continue", "return",
+                                "with", "try", "lambda", "assert", "global", "del", "yield"})
+"""Forbidden statements are legal elsewhere in correct kernels, so they are never counted as used."""
+
+
+def forbidden_construct(rule_text: str) -> str | None:
+    """What the rule says not to do, as a construct (``tl.float32``, ``max``), if it says so."""
+    part = forbidden_part(rule_text)
+    return construct_of(part) if part else None
+
+
+def forbidden_pattern(rule_text: str) -> re.Pattern | None:
+    """A regex finding uses of the forbidden construct, or None when none can be checked.
+
+    A construct written as a call in the rule (``tl.float32(x)``, ``max()``) only matches calls,
+    so ``x.to(tl.float32)`` in a correct kernel does not contradict "do not call tl.float32(x)".
+    A dtype construct matches any dtype of its family called as a function.
+    """
+    part = forbidden_part(rule_text) or ""
+    construct = construct_of(part) if part else None
+    if not construct or construct in STATEMENT_KEYWORDS:
+        return None
+    as_call = re.search(re.escape(construct) + r"\s*\(", part) is not None or "(" in part or "call" in rule_text.lower()
+    if construct == "constexpr":
+        return None  # a rule about constexpr is about its absence; uses never contradict it
+    if construct_family(construct) != construct:
+        head = construct.split(".")[0]
+        name = "(?:" + "|".join(sorted(TL_DTYPES)) + ")"
+        return re.compile(rf"(?<![\w.]){head}\.{name}\s*\(")
+    body = rf"(?<![\w.]){re.escape(construct)}"
+    return re.compile(body + (r"\s*\(" if as_call else r"(?!\w)"))
+
+
+def kernel_code(source: str) -> str:
+    """The source of the ``@triton.jit`` functions in a module (the whole source if none parse)."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return source
+    lines = source.splitlines()
+    parts = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            names = [ast.unparse(d) for d in node.decorator_list]
+            if any("jit" in n for n in names):
+                parts.append("\n".join(lines[node.lineno - 1: node.end_lineno]))
+    return "\n".join(parts) if parts else source
+
+
+def _strip_comments(code: str) -> str:
+    return "\n".join(line.split("#", 1)[0] for line in code.splitlines())
+
+
+def uses_forbidden(rule_text: str, source: str) -> bool:
+    """True when a correct kernel's source uses what the rule forbids.
+
+    ``tl.*`` constructs and builtins are looked for inside the jit functions only (launch code
+    may use ``max`` legitimately); ``torch.*`` constructs anywhere outside imports.
+    """
+    pattern = forbidden_pattern(rule_text)
+    if pattern is None:
+        return False
+    construct = forbidden_construct(rule_text) or ""
+    if construct.startswith(("torch.", "F.", "nn.")):
+        code = "\n".join(l for l in source.splitlines() if not l.lstrip().startswith(("import ", "from ")))
+    else:
+        code = kernel_code(source)
+    return pattern.search(_strip_comments(code)) is not None

@@ -1,0 +1,115 @@
+"""Shared helpers of the server tests: example files, subprocess servers, HTTP clients."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import httpx2
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples"
+SOFTMAX = (EXAMPLES / "tasks" / "softmax.py").read_text()
+VARIANTS = EXAMPLES / "kernels" / "variants"
+
+
+def variant(prefix: str) -> str:
+    return next(VARIANTS.glob(prefix + "*.py")).read_text()
+
+
+def compile_error_kernel(tag: str = "") -> str:
+    """A candidate that fails static checks in milliseconds; `tag` makes it unique."""
+    return variant("01") + f"\n# variant {tag}\n"
+
+
+SLEEPY = '''
+import time
+import torch
+import triton
+import triton.language as tl
+
+time.sleep(120)
+
+
+class ModelNew(torch.nn.Module):
+    def forward(self, x):
+        return torch.softmax(x, dim=-1)
+'''
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def env() -> dict[str, str]:
+    e = dict(os.environ)
+    e.setdefault("TRITON_INTERPRET", "1")
+    e["PYTHONWARNINGS"] = "ignore"
+    return e
+
+
+def cli(*args: str, timeout: float = 300, data_dir: Path | None = None) -> subprocess.CompletedProcess:
+    extra = ["--data-dir", str(data_dir)] if data_dir else []
+    return subprocess.run([sys.executable, "-m", "adaexplore.server.cli", *args, *extra], capture_output=True,
+                          text=True, timeout=timeout, env=env())
+
+
+class HttpServer:
+    """`adaexplore serve --http` in its own process group on a free loopback port."""
+
+    def __init__(self, data_dir: Path, *extra: str):
+        self.data_dir = data_dir
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}/mcp"
+        self.extra = extra
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> HttpServer:
+        self.log = open(self.data_dir / f"server-{self.port}.log", "ab")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "adaexplore.server.cli", "serve", "--http", "--port", str(self.port),
+             "--data-dir", str(self.data_dir), *self.extra],
+            stdout=self.log, stderr=self.log, env=env(), start_new_session=True)
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"server exited: {(self.data_dir / f'server-{self.port}.log').read_text()}")
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
+                    return self
+            except OSError:
+                time.sleep(0.2)
+        raise RuntimeError("server did not start")
+
+    def kill(self) -> None:
+        """SIGKILL the server and everything it started (its own process group)."""
+        if self.proc and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(10)
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        self.log.close()
+
+
+@asynccontextmanager
+async def http_client(url: str, token: str | None, **kwargs):
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    async with httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=300)) as hc:
+        async with Client(streamable_http_client(url, http_client=hc), **kwargs) as client:
+            yield client
