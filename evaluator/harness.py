@@ -113,6 +113,7 @@ def _compile_error_types() -> tuple[type, ...]:
 
 
 _COMPILE_ERRORS = _compile_error_types()
+_KERNEL_COMPILE_CAUSES = (TypeError, AttributeError, NameError, ValueError, AssertionError)
 _CUDA_MARKERS = ("CUDA error", "illegal memory access", "device-side assert", "cudaError", "CUDA driver error",
                  "misaligned address", "an illegal instruction")
 
@@ -124,7 +125,8 @@ def _interpreting() -> bool:
 def classify(exc: BaseException, phase: str) -> Status:
     """Map an exception raised while loading or running a candidate to a status."""
     text = f"{type(exc).__name__}: {exc}"
-    if isinstance(exc, MemoryError) or type(exc).__name__ == "OutOfMemoryError" or "out of memory" in text:
+    if isinstance(exc, MemoryError) or type(exc).__name__ == "OutOfMemoryError" or any(
+            m in text for m in ("out of memory", "can't allocate memory", "Cannot allocate memory")):
         return Status.oom
     if _COMPILE_ERRORS and isinstance(exc, _COMPILE_ERRORS):
         return Status.compile_error
@@ -132,6 +134,10 @@ def classify(exc: BaseException, phase: str) -> Status:
         return Status.cuda_error
     if phase == "import":
         return Status.import_error
+    cause = exc.__cause__
+    if type(exc).__name__ == "InterpreterError" and isinstance(cause, _KERNEL_COMPILE_CAUSES):
+        # The interpreter wraps every error raised in a kernel body; these would not compile.
+        return Status.compile_error
     if _interpreting() and _raised_in_triton_language(exc):
         # Under the interpreter a kernel that would not compile fails inside triton.language.
         return Status.compile_error
@@ -162,15 +168,15 @@ def _frame_in_kernel(frame) -> bool:
 def _candidate_line(exc: BaseException, source_lines: list[str]) -> int | None:
     """The line of the candidate's own file the error points at (not harness frames)."""
     line = None
-    tb = exc.__traceback__
     jit_fn = None
-    while tb is not None:
-        if tb.tb_frame.f_code.co_filename.endswith(CANDIDATE_FILE):
-            line = tb.tb_lineno
-        for value in (tb.tb_frame.f_locals.get("self"), tb.tb_frame.f_locals.get("fn")):
-            if hasattr(value, "def_file_line_number") or hasattr(value, "starting_line_number"):
-                jit_fn = value
-        tb = tb.tb_next
+    for tb in _tracebacks(exc):
+        while tb is not None:
+            if tb.tb_frame.f_code.co_filename.endswith(CANDIDATE_FILE):
+                line = tb.tb_lineno
+            for value in (tb.tb_frame.f_locals.get("self"), tb.tb_frame.f_locals.get("fn")):
+                if hasattr(value, "def_file_line_number") or hasattr(value, "starting_line_number"):
+                    jit_fn = value
+            tb = tb.tb_next
     if isinstance(exc, SyntaxError) and exc.filename and exc.filename.endswith(CANDIDATE_FILE):
         return exc.lineno
     node = getattr(exc, "node", None)
@@ -180,6 +186,16 @@ def _candidate_line(exc: BaseException, source_lines: list[str]) -> int | None:
         if start and rel:
             return start + rel - 1
     return line
+
+
+def _tracebacks(exc: BaseException) -> list:
+    """The exception's traceback, then its causes' (the innermost line wins)."""
+    out, seen = [], set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        out.append(exc.__traceback__)
+        exc = exc.__cause__
+    return out
 
 
 def error_info(exc: BaseException, source: str | None, limit: int = 600) -> dict:

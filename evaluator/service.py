@@ -49,6 +49,13 @@ class Reference:
     elapsed_s: float = 0.0
 
 
+def _physical_memory() -> int:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):  # pragma: no cover
+        return 16 << 30
+
+
 def default_device() -> str:
     return "cuda:0" if torch.cuda.is_available() else "cpu"
 
@@ -66,6 +73,10 @@ class Evaluator:
         (base / "scratch").mkdir(parents=True, exist_ok=True)
         self.lock_dir = Path(lock_dir) if lock_dir else base / "locks"
         self.lock_dir.mkdir(parents=True, exist_ok=True)
+        # A CPU-mode candidate could take the machine's memory; CUDA reserves too much address
+        # space for an address-space limit to be usable on a GPU.
+        if memory_limit_bytes is None and not self.is_gpu:
+            memory_limit_bytes = min(12 << 30, _physical_memory() // 2)
         self.memory_limit_bytes = memory_limit_bytes
         self.pool = WorkerPool(interpret=not self.is_gpu, work_dir=str(base / "scratch"),
                                triton_cache_dir=str(base / "triton-cache"))

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import math
 import random
+from bisect import bisect_right
+from itertools import accumulate
 
 from .params import SearchParams
 from .rewards import SPEEDUP_MAX, SPEEDUP_MIN
@@ -133,21 +135,16 @@ def _softmax_draws(
     ]
     top = max(sp)
     weights = [math.exp((s - top) / temperature) for s in sp]
-    avail = list(range(len(cands)))
     chosen: list[int] = []
     for _ in range(k):
-        total = sum(weights[j] for j in avail)
-        if total <= 0.0:  # all remaining weights underflowed: fall back to uniform
-            pos = rng.randrange(len(avail))
-        else:
-            u = rng.random() * total
-            pos = -1
-            for p, j in enumerate(avail):
-                u -= weights[j]
-                if u < 0.0:
-                    pos = p
-                    break
-            if pos < 0:  # rounding left u >= 0: take the heaviest remaining
-                pos = max(range(len(avail)), key=lambda p: weights[avail[p]])
-        chosen.append(cands[avail.pop(pos)])
+        cum = list(accumulate(weights))  # C speed; redone per draw since drawn weights drop to 0
+        total = cum[-1]
+        if total > 0.0:
+            j = min(bisect_right(cum, rng.random() * total), len(cum) - 1)
+            while weights[j] == 0.0:  # float edge at the top end: step back to a live one
+                j -= 1
+        else:  # every remaining weight underflowed: uniform over what is left
+            j = rng.choice([x for x, wx in enumerate(weights) if wx == 0.0 and cands[x] not in chosen])
+        chosen.append(cands[j])
+        weights[j] = 0.0
     return chosen

@@ -46,8 +46,10 @@ def widen_score(max_child_q: float, n_parent: int, n_children: int, c_expand: fl
 
 @dataclass(frozen=True, slots=True)
 class Selection:
-    """The chosen node, whether it was widened (had children, got another), the path from
-    the root, and the scores of the last decision made (for explaining the choice)."""
+    """The chosen node, whether it was widened (it has children and gets another), the path
+    from the root, and the last decision explained: ``scores`` = {"at": node decided at,
+    "n": its N, "widen": its widening score, "decision": "widen" or the child id taken,
+    "children": {id: {"uct", "q", "n"}} for the top 8 candidates, "children_total"}."""
 
     node_id: str
     widened: bool
@@ -97,7 +99,11 @@ def select(index: TreeIndex, params: SearchParams, rng: random.Random) -> Select
         last = (s, n_s, wscore, table, choice)
         s = choice
         path.append(s)
-    scores = _explain(ids, *last) if last else {"at": ids[s], "n": n[s], "decision": "leaf"}
+    if last is None:  # the bare root: nothing to compare yet
+        scores = {"at": ids[s], "n": n[s], "widen": None, "decision": "first expansion",
+                  "children": {}, "children_total": 0}
+    else:
+        scores = _explain(ids, *last)
     return Selection(node_id=ids[s], widened=widened, path=[ids[i] for i in path], scores=scores)
 
 

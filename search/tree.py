@@ -81,7 +81,7 @@ class TreeIndex:
     __slots__ = (
         "params", "now", "rows", "ids", "pos", "alias", "parent", "status", "reward",
         "first", "nxt", "n", "w", "mx", "pending_on", "live_pending", "n_visible",
-        "n_evaluated", "_seg", "_seg_best",
+        "_seg", "_seg_best",
     )
 
     @classmethod
@@ -109,13 +109,13 @@ class TreeIndex:
         pids = [r.parent_id for r in rows]
         ids = [r.id for r in rows]
         size = len(rows)
-        if pids.count(None) != 1:
-            raise ValueError(f"a tree needs exactly one root (parent_id None), got {pids.count(None)}")
         pos = dict(zip(ids, range(size)))
         if len(pos) != size:
             raise ValueError("duplicate node ids")
         parent = _parent_indices(pos, pids) if pids[0] is None else None
         if parent is None or any(map(ge, parent, range(1, size))):
+            if pids.count(None) != 1:
+                raise ValueError(f"a tree needs exactly one root (parent_id None), got {pids.count(None)}")
             # Input not in seq order: sort once; then every parent must come first.
             order = sorted(range(size), key=lambda k: rows[k].seq)
             rows = [rows[k] for k in order]
@@ -135,14 +135,15 @@ class TreeIndex:
         alias: dict[str, int] = {}
         infra: list[int] = []
         if INFRA_ERROR in sts:
-            infra = [i for i in range(1, size) if sts[i] == INFRA_ERROR]
+            infra = list(_where(sts, INFRA_ERROR))
             up: dict[int, int] = {}
             for j in infra:  # increasing index: an infra parent is resolved before its child
                 p = parent[j]
                 up[j] = up.get(p, p)
                 alias[ids[j]] = up[j]
                 del pos[ids[j]]
-            parent = [up.get(p, p) for p in parent]
+            for i in compress(range(size), map(up.__contains__, parent)):
+                parent[i] = up[parent[i]]
 
         # Rewards: a constant per failure status, the reward function only for correct ones.
         fn = REWARDS[params.reward]
@@ -203,9 +204,14 @@ class TreeIndex:
         self.n, self.w, self.mx = n, w, mx
         self.pending_on, self.live_pending = pending_on, live
         self.n_visible = size - 1 - len(infra)
-        self.n_evaluated = self.n_visible - sts.count(None) + (sts[0] is None)
         self._seg = self._seg_best = None
         return self
+
+    @property
+    def n_evaluated(self) -> int:
+        """Visible nodes with a result (status not None)."""
+        sts = self.status
+        return self.n_visible - sts.count(None) + (sts[0] is None)
 
     # ---- by index (for the search functions) ----
 
@@ -279,7 +285,9 @@ class TreeIndex:
             best: dict[int, int] = {}
             best_key: dict[int, float] = {}
             for i in _where(sts, CORRECT):  # seq order: on equal speed the older one stays
-                k = _speed_key(rows[i].speedup)
+                k = rows[i].speedup
+                if k is None or k != k:
+                    k = -math.inf
                 h = seg[i]
                 b = best_key.get(h)
                 if b is None or k > b:
@@ -359,4 +367,6 @@ def _parent_indices(pos: dict[str, int], pids: list) -> list[int]:
     try:
         return list(map(pos.__getitem__, pids[1:]))
     except KeyError as e:
+        if e.args[0] is None:
+            raise ValueError("a tree needs exactly one root (parent_id None), got several") from None
         raise ValueError(f"unknown parent {e.args[0]!r}") from None

@@ -143,7 +143,9 @@ def cmd_tasks(args: argparse.Namespace) -> int:
 def cmd_memory(args: argparse.Namespace) -> int:
     from ..skills.store import MemoryStore, UnknownRuleError
 
-    mem = MemoryStore(_config(args).db_path)
+    cfg = _config(args)
+    cfg.db_path.parent.mkdir(parents=True, exist_ok=True)
+    mem = MemoryStore(cfg.db_path)
     try:
         if args.memory_cmd == "list":
             view = mem.memory(include_candidates=args.all, limit=500, token_budget=100000)

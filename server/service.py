@@ -6,6 +6,7 @@ with a message that says how to fix the call; a failing kernel is a result, neve
 
 from __future__ import annotations
 
+import copy
 import logging
 import random
 import threading
@@ -74,6 +75,39 @@ def _status(s: str | None) -> str:
 def _runtime_ms(result: dict[str, Any] | None) -> float | None:
     timing = (result or {}).get("timing") or {}
     return timing.get("mean_ms")
+
+
+def _add_pending(base: TreeIndex, pending: list[PendingView], now: float, ttl: float) -> TreeIndex | None:
+    """`base` (built without pending expansions) plus virtual loss: each live pending expansion adds
+    one zero-reward visit to its node and every ancestor, exactly as TreeIndex.build would.
+
+    Saves rebuilding the whole index on every expand_node. Returns None if the index's layout is
+    not the one this relies on (the caller then rebuilds with the pending rows).
+    """
+    if not pending:
+        return base
+    try:
+        n, parent, pos, alias = list(base.n), base.parent, base.pos, base.alias
+        pend = dict(base.pending_on) if isinstance(base.pending_on, dict) else list(base.pending_on)
+        live = 0
+        for pv in pending:
+            if pv.created_at <= now - ttl:
+                continue
+            i = pos.get(pv.node_id)
+            if i is None:
+                i = alias.get(pv.node_id)
+                if i is None:
+                    continue
+            pend[i] = pend.get(i, 0) + 1 if isinstance(pend, dict) else pend[i] + 1
+            live += 1
+            while i >= 0:
+                n[i] += 1
+                i = parent[i]
+        idx = copy.copy(base)
+        idx.n, idx.pending_on, idx.live_pending, idx.now = n, pend, base.live_pending + live, now
+        return idx
+    except (AttributeError, TypeError, IndexError):
+        return None
 
 
 class Service:
@@ -233,18 +267,32 @@ class Service:
 
     # -- the tree -----------------------------------------------------------------
 
-    def _index(self, task_id: str, now: float | None = None) -> tuple[TreeIndex, Any]:
+    def _index(self, task_id: str, with_pending: bool = True) -> tuple[TreeIndex, Any]:
+        """The task's search index: built once per tree version, then virtual loss added per call."""
         try:
-            _, rows, entry = self.cache.rows(task_id)
+            self.cache.rows(task_id)
         except KeyError:
             self._task(task_id)
             raise
         params, _, _ = self._params(task_id)
-        now = time.time() if now is None else now
-        nodes = [NodeView(r.id, r.parent_id, r.action, None if r.action == "root" else r.status, r.speedup, r.seq)
-                 for r in rows]
+        entry = self.cache.entry(task_id)
+
+        def build(rows: list) -> TreeIndex:
+            nodes = [NodeView(r.id, r.parent_id, r.action, None if r.action == "root" else r.status, r.speedup,
+                              r.seq) for r in rows]
+            return TreeIndex.build(nodes, [], params, time.time())
+
+        base = entry.memoized("index", build)
+        if not with_pending:
+            return base, entry
+        now = time.time()
         pending = [PendingView(i, n, c) for i, n, c in self.store.open_expansions(task_id, now)]
-        return TreeIndex.build(nodes, pending, params, now), entry
+        index = _add_pending(base, pending, now, params.expansion_ttl_s)
+        if index is None:
+            nodes = [NodeView(r.id, r.parent_id, r.action, None if r.action == "root" else r.status, r.speedup,
+                              r.seq) for r in entry.ordered]
+            index = TreeIndex.build(nodes, pending, params, now)
+        return index, entry
 
     def _brief(self, entry: Any, node_id: str) -> NodeBrief:
         r = entry.rows[node_id]
@@ -252,7 +300,7 @@ class Service:
                          speedup=r.speedup, reward=r.reward)
 
     def _best(self, index: TreeIndex, entry: Any) -> NodeBrief | None:
-        ids = best_nodes(index, 1)
+        ids = entry.memoized(("best", 1), lambda _: best_nodes(index, 1))
         return self._brief(entry, ids[0]) if ids else None
 
     def get_node(self, node_id: str, include_code: bool) -> NodeInfo:
@@ -271,16 +319,21 @@ class Service:
     def tree_summary(self, task_id: str, top: int) -> TreeSummary:
         index, entry = self._index(task_id)
         params, _, name = self._params(task_id)
-        by_status: dict[str, int] = {}
-        for r in entry.ordered:
-            if r.action != "root":
-                by_status[_status(r.status)] = by_status.get(_status(r.status), 0) + 1
+        def count(rows: list) -> dict[str, int]:
+            out: dict[str, int] = {}
+            for r in rows:
+                if r.action != "root":
+                    out[_status(r.status)] = out.get(_status(r.status), 0) + 1
+            return out
+
+        by_status = entry.memoized("by_status", count)
         left = budget_left(index, params)
         return TreeSummary(
             task_id=task_id, name=name, nodes=len(entry.ordered) - 1, by_status=by_status,
             open_expansions=index.live_pending, best=self._best(index, entry),
-            max_depth=max(entry.depth.values(), default=0), steps_used=index.n_visible + index.live_pending,
-            budget_left=left if left is not None else -1, tree=texts.text_tree(entry, top))
+            max_depth=entry.memoized("max_depth", lambda _: max(entry.depth.values(), default=0)),
+            steps_used=index.n_visible + index.live_pending, budget_left=left if left is not None else -1,
+            tree=entry.memoized(("tree", top), lambda _: texts.text_tree(entry, top)))
 
     def expand(self, task_id: str, caller: str) -> ExpandResult:
         params, _, _ = self._params(task_id)
@@ -317,8 +370,8 @@ class Service:
             hardware=self.evaluators.hardware(), budget_left=max(0, left - 1) if left is not None else -1)
 
     def best_candidates(self, task_id: str, k: int, include_code: bool) -> BestCandidatesResult:
-        index, entry = self._index(task_id)
-        ids = best_nodes(index, k)
+        index, entry = self._index(task_id, with_pending=False)
+        ids = entry.memoized(("best", k), lambda _: best_nodes(index, k))
         codes = self.store.node_sources(ids) if include_code else {}
         out = []
         for i in ids:

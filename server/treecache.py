@@ -21,6 +21,23 @@ class _Entry:
     depth: dict[str, int] = field(default_factory=dict)
     children: dict[str, int] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    # derived views of the current version (the search index, summaries), dropped when it moves
+    memo: dict = field(default_factory=dict)
+    memo_version: int = -1
+
+    def memoized(self, key, build):
+        """`build(rows)` once per version of this entry, given the rows of that version."""
+        with self.lock:
+            version, snapshot = self.version, self.ordered
+            if self.memo_version != version:
+                self.memo, self.memo_version = {}, version
+            if key in self.memo:
+                return self.memo[key]
+        value = build(snapshot)
+        with self.lock:
+            if self.memo_version == version:
+                self.memo[key] = value
+        return value
 
 
 class TreeCache:
@@ -29,7 +46,7 @@ class TreeCache:
         self._entries: dict[str, _Entry] = {}
         self._lock = threading.Lock()
 
-    def _entry(self, task_id: str) -> _Entry:
+    def entry(self, task_id: str) -> _Entry:
         with self._lock:
             e = self._entries.get(task_id)
             if e is None:
@@ -41,7 +58,7 @@ class TreeCache:
         version = self.store.task_version(task_id)
         if version is None:
             raise KeyError(task_id)
-        e = self._entry(task_id)
+        e = self.entry(task_id)
         with e.lock:
             if version != e.version:
                 changed = self.store.light_nodes(task_id, e.version)

@@ -183,7 +183,9 @@ def signature(error_class: str, message: str) -> str:
 
 def split_excerpt(excerpt: str) -> tuple[str, str]:
     """Split ``"SomeError: message"`` into its class and message (class ``Error`` if none)."""
-    m = re.match(r"\s*([A-Za-z_][\w.]*(?:Error|Exception|Warning|Failure|Fault))\s*:\s*(.*)", excerpt or "", re.S)
+    m = re.match(r"\s*((?:[a-z_]\w*\.)*[A-Z]\w*)\s*:\s*(.*)", excerpt or "", re.S)
+    if m and m.group(1) in ("CUDA", "GPU", "Triton", "Error"):  # a sentence, not a class
+        m = None
     return (m.group(1), m.group(2)) if m else ("Error", excerpt or "")
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 import warnings
+from collections.abc import Sequence
 
 from pydantic import BaseModel, Field
 
@@ -26,6 +27,8 @@ PLAIN_THRESHOLD = 0.3
 """Neither rule names a construct: wording alone decides."""
 LOOSE_THRESHOLD = 0.5
 """Only one of the two rules names a construct."""
+RESIDUAL_THRESHOLD = 0.1
+"""Rules forbidding the same construct must also share something besides it (tl.dot is used by many)."""
 DISJOINT_THRESHOLD = 0.5
 """Both rules are tied to failures, but to different failure signatures: they likely differ."""
 
@@ -153,7 +156,7 @@ def required_score(a: tuple[str | None, bool], b: tuple[str | None, bool], thres
     return LOOSE_THRESHOLD
 
 
-def _family(text: str, construct: str | None = None) -> tuple[str | None, bool]:
+def family_of(text: str, construct: str | None = None) -> tuple[str | None, bool]:
     c, strong = main_construct(text)
     return construct_family(c), strong
 
@@ -163,32 +166,50 @@ def mentions(family: str, text: str) -> bool:
     return family in tokens(text) or family.rstrip("()") in tokens(text)
 
 
-def explained_by(family: tuple[str | None, bool], candidates: list[RuleView]) -> str | None:
-    """The one rule whose failures use the construct a rule forbids (None if zero or several)."""
+def explained_by(family: tuple[str | None, bool], candidates: list[RuleView],
+                 unclaimed: Sequence[str] = ()) -> str | None:
+    """The one rule whose failures use the construct a rule forbids.
+
+    None when no failure, or more than one failure cluster (claimed by a rule or not), uses it:
+    a construct such as ``tl.dot`` takes part in several distinct failures.
+    """
     fam, strong = family
     if not fam or not strong:
         return None
+    if any(mentions(fam, f) for f in unclaimed):
+        return None
     owners = {r.id for r in candidates if any(mentions(fam, f) for f in r.failures)}
-    return owners.pop() if len(owners) == 1 else None
+    if len(owners) != 1:
+        return None
+    owner = next(r for r in candidates if r.id in owners)
+    return owner.id if sum(mentions(fam, f) for f in owner.failures) == 1 else None
 
 
 def match_rule(text: str, signature: str | None, existing: list[RuleView],
-               threshold: float = MERGE_THRESHOLD) -> MergeDecision:
+               threshold: float = MERGE_THRESHOLD, unclaimed_failures: Sequence[str] = ()) -> MergeDecision:
     """Decide whether ``text`` (with the failure ``signature`` it explains) is an existing rule.
 
     Signature first (both explain the same failure cluster and do not forbid different
     constructs), then the best wording similarity over each rule's recorded wordings, against
     the bar :func:`required_score` sets for the pair's constructs.
     """
-    mine_family = _family(text)
+    mine_family = family_of(text)
     mine = tokens(text)
     best: tuple[float, str, str] | None = None
     near: tuple[float, str, str] | None = None
     for rule in sorted(existing, key=lambda r: r.id):
         candidates = []
         for wording in [rule.text, *rule.variants]:
-            need = required_score(mine_family, _family(wording), threshold)
-            candidates.append((weighted_jaccard(mine, tokens(wording)), need, wording))
+            theirs_family = family_of(wording)
+            need = required_score(mine_family, theirs_family, threshold)
+            theirs = tokens(wording)
+            if need is not None and mine_family[0] and mine_family[0] == theirs_family[0]:
+                shared = mine_family[0]
+                rest = weighted_jaccard({t: w for t, w in mine.items() if t != shared},
+                                        {t: w for t, w in theirs.items() if t != shared})
+                if rest < RESIDUAL_THRESHOLD:
+                    need = max(need, LOOSE_THRESHOLD)
+            candidates.append((weighted_jaccard(mine, theirs), need, wording))
         if signature and signature in rule.signatures and any(n is not None for _, n, _ in candidates):
             return MergeDecision(rule_id=rule.id, score=1.0, reason=f"same failure signature {signature} as {rule.id}")
         disjoint = bool(signature and rule.signatures and signature not in rule.signatures)
@@ -196,15 +217,15 @@ def match_rule(text: str, signature: str | None, existing: list[RuleView],
             if need is not None and disjoint:
                 need = max(need, DISJOINT_THRESHOLD)
             if need is None:
-                if score >= threshold and (near is None or score > near[0]):
-                    near = (score, rule.id, f"{mine_family[0]} vs {_family(wording)[0]}")
+                if score >= STRONG_THRESHOLD and (near is None or score > near[0]):
+                    near = (score, rule.id, f"{mine_family[0]} vs {family_of(wording)[0]}")
                 continue
             if score >= need and (best is None or score > best[0]):
                 what = f"construct {mine_family[0]}" if mine_family[0] else "no construct named"
                 best = (score, rule.id, f"similar wording ({score:.2f} >= {need:.2f}), {what}")
     if best:
         return MergeDecision(rule_id=best[1], score=round(best[0], 4), reason=f"merged into {best[1]}: {best[2]}")
-    owner = explained_by(mine_family, existing)
+    owner = explained_by(mine_family, existing, unclaimed_failures)
     if owner:
         return MergeDecision(rule_id=owner, score=0.0, reason=(
             f"merged into {owner}: it forbids {mine_family[0]}, the construct in the failures {owner} explains, "

@@ -22,7 +22,7 @@ from .evidence import forbidden_construct, uses_forbidden
 from .relevance import relevance, task_keywords
 from .render import render_rules
 from .signature import construct_of, forbidden_part, normalize_message, signature, split_excerpt
-from .similarity import RuleView, _family, match_rule, mentions, tokens
+from .similarity import RuleView, family_of, match_rule, mentions, tokens
 
 SKIPPED_STATUSES = frozenset({"infra_error", "correct", "wrong_output"})
 """Never experiences: our faults, successes and plain numerical mismatches."""
@@ -199,9 +199,12 @@ class MemoryStore:
                     q, args = q + " AND task_id=?", (node_id, task_id)
                 sigs += [r["signature"] for r in conn.execute(q, args) if r["signature"] not in sigs]
             views = self._views(conn, with_variants=True)
+            unclaimed = [r["norm"] for r in conn.execute(
+                """SELECT MIN(normalized) AS norm FROM skill_experiences
+                   WHERE signature NOT IN (SELECT signature FROM skill_rule_signatures) GROUP BY signature""")]
             decision = None
             for sig in sigs or [None]:
-                decision = match_rule(text, sig, views)
+                decision = match_rule(text, sig, views, unclaimed_failures=unclaimed)
                 if decision.rule_id:
                     break
             merged = bool(decision and decision.rule_id)
@@ -227,7 +230,7 @@ class MemoryStore:
     @staticmethod
     def _unclaimed_signature(conn: sqlite3.Connection, text: str) -> list[str]:
         """The one failure cluster no rule explains yet that uses what ``text`` forbids, if unique."""
-        fam = _family(text)
+        fam = family_of(text)
         if not fam[0] or not fam[1]:
             return []
         rows = conn.execute("""SELECT signature, MIN(normalized) AS norm FROM skill_experiences
@@ -248,15 +251,17 @@ class MemoryStore:
 
     @staticmethod
     def _add_evidence(conn, rule_id, task_id, node_id, who, text, excerpt, first, last) -> bool:
-        cur = conn.execute(
+        """Add one evidence row, or widen the seen-interval of the same occasion; True if new."""
+        key = (rule_id, task_id, node_id, who, text_key(text))
+        exists = conn.execute("""SELECT 1 FROM skill_evidence WHERE rule_id=? AND task_id=? AND node_id=? AND who=?
+                                 AND text_key=?""", key).fetchone()
+        conn.execute(
             """INSERT INTO skill_evidence (rule_id, task_id, node_id, who, text, text_key, error_excerpt,
                first_seen, last_seen) VALUES (?,?,?,?,?,?,?,?,?)
                ON CONFLICT (rule_id, task_id, node_id, who, text_key) DO UPDATE SET
-               first_seen=min(first_seen, excluded.first_seen), last_seen=max(last_seen, excluded.last_seen)
-               RETURNING (first_seen = ? AND last_seen = ?) AS fresh""",
-            (rule_id, task_id, node_id, who, text, text_key(text), excerpt, first, last, first, last))
-        row = cur.fetchone()
-        return bool(row and row[0])
+               first_seen=min(first_seen, excluded.first_seen), last_seen=max(last_seen, excluded.last_seen)""",
+            (*key[:4], text, key[4], excerpt, first, last))
+        return exists is None
 
     def _views(self, conn: sqlite3.Connection, rule_ids: list[str] | None = None,
                with_variants: bool = False) -> list[RuleView]:
@@ -274,8 +279,9 @@ class MemoryStore:
             sigs.setdefault(r["rule_id"], []).append(r["signature"])
         fails: dict[str, list[str]] = {}
         if with_variants:
-            for r in conn.execute("""SELECT DISTINCT s.rule_id, e.normalized FROM skill_rule_signatures s
-                                     JOIN skill_experiences e ON e.signature = s.signature ORDER BY e.normalized"""):
+            for r in conn.execute("""SELECT s.rule_id, MIN(e.normalized) AS normalized FROM skill_rule_signatures s
+                                     JOIN skill_experiences e ON e.signature = s.signature
+                                     GROUP BY s.rule_id, s.signature ORDER BY s.signature"""):
                 fails.setdefault(r["rule_id"], []).append(r["normalized"])
         contra: dict[str, int] = {r["rule_id"]: r["n"] for r in conn.execute(
             "SELECT rule_id, COUNT(*) AS n FROM skill_contradictions GROUP BY rule_id")}

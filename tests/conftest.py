@@ -8,3 +8,33 @@ try:
         os.environ.setdefault("TRITON_INTERPRET", "1")
 except ImportError:  # pragma: no cover
     pass
+
+from pathlib import Path  # noqa: E402
+
+import pytest  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples"
+EXPLOITS = Path(__file__).resolve().parent / "exploits"
+HAS_CUDA = bool(torch.cuda.is_available())
+gpu = pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA device")
+
+
+@pytest.fixture(scope="session")
+def evaluator(tmp_path_factory):
+    """One evaluator (one warm parent process) shared by the whole test session."""
+    from adaexplore.evaluator.service import Evaluator
+
+    ev = Evaluator(work_dir=tmp_path_factory.mktemp("evaluator"))
+    yield ev
+    ev.close()
+
+
+def example_task(name: str, **protocol):
+    from adaexplore.evaluator.task import load_task_file
+    from adaexplore.evaluator.types import Protocol
+
+    task = load_task_file(EXAMPLES / "tasks" / f"{name}.py")
+    if protocol:
+        task = task.model_copy(update={"protocol": Protocol(**protocol)})
+    return task

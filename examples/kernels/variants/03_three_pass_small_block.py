@@ -1,4 +1,4 @@
-"""Softmax variant 3 (correct, slow): walks each row in 32-wide chunks three times (max, sum,
+"""Softmax variant 3 (correct, slow): walks each row in 64-wide chunks three times (max, sum,
 write), reading the row from memory three times with little work per program."""
 
 import torch
@@ -35,5 +35,5 @@ class ModelNew(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = x.contiguous()
         out = torch.empty_like(x)
-        softmax_kernel[(x.shape[0],)](x, out, x.shape[1], x.stride(0), BLOCK=32)
+        softmax_kernel[(x.shape[0],)](x, out, x.shape[1], x.stride(0), BLOCK=64)
         return out

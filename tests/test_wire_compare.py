@@ -1,0 +1,60 @@
+"""The trusted parent's decoding and comparison: hostile bytes never crash it or pass."""
+
+import math
+
+import pytest
+import torch
+from hypothesis import given, settings, strategies as st
+
+from adaexplore.evaluator import wire
+from adaexplore.evaluator.compare import compare_outputs
+from adaexplore.evaluator.pool import decode_messages
+from adaexplore.evaluator.timing import summarize
+from adaexplore.evaluator.types import Status, Tolerance
+
+
+def test_tensor_round_trip_keeps_dtype_and_values():
+    for t in [torch.randn(3, 4), torch.arange(10, dtype=torch.int64), torch.randn(5).to(torch.bfloat16),
+              torch.tensor([True, False]), torch.empty(0, 3)]:
+        meta, raw = wire.encode_tensor(t)
+        back = wire.decode_tensor(meta, memoryview(raw))
+        assert back.dtype == t.dtype and back.shape == t.shape and torch.equal(back, t)
+
+
+def test_lying_tensor_headers_are_rejected():
+    meta, raw = wire.encode_tensor(torch.randn(4))
+    with pytest.raises(wire.WireError):
+        wire.decode_tensor({**meta, "shape": [5]}, memoryview(raw))
+    with pytest.raises(wire.WireError):
+        wire.decode_tensor({**meta, "dtype": "object"}, memoryview(raw))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=300))
+def test_garbage_on_the_result_channel_is_an_error_not_a_crash(blob):
+    messages, err = decode_messages(blob)
+    assert isinstance(messages, list)
+    assert err is None or isinstance(err, str)
+
+
+def test_compare_statuses():
+    tol = Tolerance()
+    ref = [torch.ones(4, 4)]
+    assert compare_outputs([torch.ones(4, 4)], ref, tol).status is Status.correct
+    assert compare_outputs([torch.ones(4, 4) + 5e-3], ref, tol).status is Status.correct
+    assert compare_outputs([torch.ones(2, 8)], ref, tol).status is Status.shape_mismatch
+    bad = torch.ones(4, 4)
+    bad[2, 3] = 2.0
+    v = compare_outputs([bad], ref, tol)
+    assert v.status is Status.wrong_output and v.mismatch.index == [2, 3] and v.mismatch.max_abs_error == 1.0
+    nan = torch.ones(4, 4)
+    nan[1, 1] = math.nan
+    assert compare_outputs([nan], ref, tol).status is Status.nan_output
+    assert compare_outputs([torch.ones(4, 4, dtype=torch.float64)], ref, tol).status is Status.wrong_output
+    assert compare_outputs([torch.ones(4, 4)] * 2, ref, tol).status is Status.shape_mismatch
+
+
+def test_trimmed_statistics():
+    samples = [1.0] * 90 + [100.0] * 5 + [0.01] * 5
+    stats = summarize(samples, 0.05)
+    assert stats.runs == 90 and stats.mean_ms == 1.0 and stats.median_ms == 1.0 and stats.min_ms == 0.01
