@@ -244,3 +244,50 @@ def inputs_changed(before: list, after: list) -> bool:
 
 def snapshot_inputs(inputs: list) -> list:
     return [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
+
+
+# --- our own failures ---------------------------------------------------------------------
+
+def _triton_cache_dir() -> str | None:
+    path = os.environ.get("TRITON_CACHE_DIR")
+    if path:
+        return os.path.realpath(path)
+    try:
+        from triton.runtime.cache import default_cache_dir
+
+        return os.path.realpath(default_cache_dir())
+    except (ImportError, OSError):  # pragma: no cover - older Triton
+        return None
+
+
+def _under(path, root: str | None) -> bool:
+    if not root or not path:
+        return False
+    try:
+        return os.path.realpath(os.fsdecode(path)).startswith(root.rstrip(os.sep) + os.sep)
+    except (TypeError, ValueError):
+        return False
+
+
+def cache_race(exc: BaseException) -> bool:
+    """True for a file error inside the shared Triton cache (another process compiling the same kernel).
+
+    Such errors come from the cache's files appearing, vanishing or being half-written while
+    several workers compile one kernel; they are never the candidate's fault.
+    """
+    root = _triton_cache_dir()
+    seen = 0
+    e: BaseException | None = exc
+    while e is not None and seen < 8:
+        seen += 1
+        if isinstance(e, OSError) and (_under(e.filename, root) or _under(getattr(e, "filename2", None), root)):
+            return True
+        if isinstance(e, (OSError, ValueError, EOFError)):
+            tb = e.__traceback__
+            while tb is not None:
+                name = tb.tb_frame.f_code.co_filename.replace(os.sep, "/")
+                if name.endswith("triton/runtime/cache.py"):
+                    return True
+                tb = tb.tb_next
+        e = e.__cause__ or e.__context__
+    return False

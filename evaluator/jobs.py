@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import torch
 
 from . import guards, harness, timing
@@ -22,6 +24,10 @@ def _forward(model, inputs: list):
 
 
 def _fail(rep: Reporter, status: Status, exc: BaseException, source: str | None, phase: str) -> None:
+    if harness.cache_race(exc):
+        # Another process was writing the same kernel into the shared Triton cache: our fault.
+        rep.send({"kind": "infra", "message": f"Triton cache race during {phase}: {type(exc).__name__}: {exc}"[:600]})
+        return
     rep.send({"kind": "error", "status": status.value, "phase": phase, "error": harness.error_info(exc, source)})
 
 
@@ -62,10 +68,36 @@ def run_reference(job: dict, rep: Reporter) -> None:
                 raise TypeError(f"reference output {bad[0]} is not a tensor")
             rep.send({"kind": "trial", "trial": t}, outputs)
         rep.send({"kind": "ops", "ops": sorted(guards.compute_ops(ops)), "flags": flags})
+        if job.get("check_run"):
+            # The output for the inputs of the check run after timing, so timing of the
+            # reference itself can come from the baseline cache.
+            check = _check_inputs(task, protocol, device)
+            rep.send({"kind": "check"}, [o for o in harness.as_outputs(_forward(model, check))
+                                         if isinstance(o, torch.Tensor)])
+        rep.send({"kind": "device", **device_info(device)})
     except BaseException as exc:  # noqa: BLE001
         _fail(rep, harness.classify(exc, "run"), exc, None, "run")
         return
     rep.send({"kind": "done"})
+
+
+def device_info(device: torch.device) -> dict:
+    """What identifies the measuring machine in the baseline cache."""
+    import platform
+
+    import triton
+
+    if device.type == "cuda":
+        name = torch.cuda.get_device_name(device)
+    else:
+        name = platform.processor() or platform.machine() or "cpu"
+    return {"name": name, "torch": torch.__version__, "triton": triton.__version__}
+
+
+def _check_inputs(task, protocol: Protocol, device: torch.device) -> list:
+    i = harness.CHECK_RUN
+    variant = harness.make_inputs(task, harness.timing_seed(protocol, i % harness.TIMING_VARIANTS), device)
+    return shifted(variant, i)
 
 
 def run_candidate(job: dict, rep: Reporter) -> None:
@@ -137,15 +169,34 @@ def run_timing(job: dict, rep: Reporter) -> None:
         task = harness.load_task(job["task_source"])
         cls = harness.load_candidate(source, job["scratch"]).ModelNew if source else task.Model
         model = harness.build_model(cls, task, protocol, device)
+        if job.get("compile") and not source:
+            model = _compiled(model, job)
     except BaseException as exc:  # noqa: BLE001
         _fail(rep, harness.classify(exc, "import"), exc, source, "load")
         return
     try:
-        _time(job, rep, model, task, protocol, device, flag_guard)
+        if job.get("time", True):
+            _time(job, rep, model, task, protocol, device, flag_guard)
+        else:
+            check = _check_inputs(task, protocol, device)
+            with torch.no_grad():
+                out = model(*check)
+            rep.send({"kind": "checked"}, [o for o in harness.as_outputs(out) if isinstance(o, torch.Tensor)])
     except BaseException as exc:  # noqa: BLE001
         _fail(rep, harness.classify(exc, "run"), exc, source, "timing")
         return
     rep.send({"kind": "done"})
+
+
+def _compiled(model, job: dict):
+    """The reference under torch.compile (the second baseline); compiled in this process."""
+    import torch._inductor.config as inductor_config
+
+    if job.get("inductor_cache_dir"):
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = job["inductor_cache_dir"]
+    # Worker pools of fresh interpreters would cost seconds each; compile in this process.
+    inductor_config.compile_threads = 1
+    return torch.compile(model, **(job.get("compile_options") or {}))
 
 
 def shifted(inputs: list, i: int) -> list:
@@ -182,15 +233,17 @@ def _time(job, rep, model, task, protocol: Protocol, device, flag_guard: guards.
     # Flags a candidate changed at import are put back before anything is measured.
     if flag_guard:
         flag_guard.restore()
-    event_ms, synced_ms, _ = timing.time_on_gpu(
+    event_ms, synced_ms, _ = timing.time_model(
         run, prepare, warmup=protocol.warmup_runs, runs=protocol.timed_runs,
         flush_l2=protocol.flush_l2, device=device)
     prepare(harness.CHECK_RUN)
     last = run(harness.CHECK_RUN)
-    torch.cuda.synchronize(device)
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
     reset = flag_guard.restore() if flag_guard else []
     outputs = [o for o in harness.as_outputs(last) if isinstance(o, torch.Tensor)]
     rep.send({"kind": "timing", "event_ms": event_ms, "synced_ms": synced_ms,
+              "method": "cuda_events" if device.type == "cuda" else "host_clock",
               "replaced": guards.replaced_functions(), "flags_reset": reset}, outputs)
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import fcntl
 import logging
 import os
+import re
 import signal
 import tempfile
 import threading
@@ -20,6 +21,7 @@ from pathlib import Path
 import torch
 
 from . import lint
+from .baselines import BASELINES, BaselineKey, Baselines, BaselineStore
 from .compare import compare_outputs, zeros_pass
 from .pool import WorkerPool, WorkerResult
 from .task import Task, source_hash
@@ -46,7 +48,15 @@ class Reference:
     error: ErrorInfo | None = None
     timing: TimingStats | None = None
     check_outputs: list[torch.Tensor] = field(default_factory=list)
+    compile_timing: TimingStats | None = None
+    compile_note: str | None = None
+    device_info: dict = field(default_factory=dict)
     elapsed_s: float = 0.0
+
+    def best_ms(self) -> float | None:
+        """The faster of the measured baselines (eager, torch.compile)."""
+        times = [t.mean_ms for t in (self.timing, self.compile_timing) if t is not None and t.mean_ms > 0]
+        return min(times) if times else None
 
 
 def _physical_memory() -> int:
@@ -60,14 +70,41 @@ def default_device() -> str:
     return "cuda:0" if torch.cuda.is_available() else "cpu"
 
 
+def physical_gpu_id(device: str, env_visible: str | None, pool_visible: str | None = None) -> str:
+    """The machine-wide id of the GPU `device` names, as a lock-file-safe string.
+
+    `pool_visible` is what the evaluator's own workers see (one GPU, by its physical id);
+    otherwise `device`'s index is read through this process's CUDA_VISIBLE_DEVICES.
+    """
+    if not device.startswith("cuda"):
+        return "cpu"
+    if pool_visible and pool_visible.strip():
+        ident = pool_visible.split(",")[0].strip()
+    else:
+        index = int(device.split(":")[1]) if ":" in device else 0
+        entries = [v.strip() for v in (env_visible or "").split(",") if v.strip()]
+        ident = entries[index] if index < len(entries) else str(index)
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", ident) or "0"
+
+
 class Evaluator:
     """Evaluates candidates against tasks. Thread-safe; `evaluate` blocks and never raises for a kernel."""
 
     def __init__(self, device: str | None = None, work_dir: str | Path | None = None,
                  max_parallel: int | None = None, lock_dir: str | Path | None = None,
-                 memory_limit_bytes: int | None = None) -> None:
+                 memory_limit_bytes: int | None = None, baselines: tuple[str, ...] | None = None,
+                 visible_devices: str | None = None, cpu_timing: bool = False) -> None:
         self.device = device or default_device()
         self.is_gpu = self.device.startswith("cuda")
+        # With `visible_devices` the workers see exactly one GPU (by physical id) as cuda:0.
+        self.visible_devices = visible_devices if self.is_gpu else None
+        self.job_device = "cuda:0" if self.visible_devices else self.device
+        # Timing on the CPU (host clocks) only exercises the timing path; it is off by default.
+        self.timed = self.is_gpu or cpu_timing
+        self.baselines = tuple(baselines) if baselines else (("eager", "compile") if self.is_gpu else ("eager",))
+        unknown = [b for b in self.baselines if b not in BASELINES]
+        if unknown or "eager" not in self.baselines:
+            raise ValueError(f"baselines must include 'eager' and come from {BASELINES}; got {self.baselines}")
         base = Path(work_dir) if work_dir else Path(tempfile.gettempdir()) / f"adaexplore-{os.getuid()}"
         self.work_dir = base
         (base / "scratch").mkdir(parents=True, exist_ok=True)
@@ -79,7 +116,10 @@ class Evaluator:
             memory_limit_bytes = min(12 << 30, _physical_memory() // 2)
         self.memory_limit_bytes = memory_limit_bytes
         self.pool = WorkerPool(interpret=not self.is_gpu, work_dir=str(base / "scratch"),
-                               triton_cache_dir=str(base / "triton-cache"))
+                               triton_cache_dir=str(base / "triton-cache"), visible_devices=self.visible_devices)
+        self.baseline_store = BaselineStore(base / "baselines")
+        self.physical_id = physical_gpu_id(self.device, os.environ.get("CUDA_VISIBLE_DEVICES"),
+                                           self.visible_devices)
         self._slots = threading.BoundedSemaphore(max_parallel or max(1, min(4, os.cpu_count() or 1)))
         self._ref_cache: dict[tuple, Reference] = {}
         self._ref_locks: dict[tuple, threading.Lock] = {}
@@ -98,7 +138,7 @@ class Evaluator:
     # --- jobs -----------------------------------------------------------------------
     def _job(self, kind: str, task: Task, protocol: Protocol, **extra) -> dict:
         job = {"kind": kind, "task_source": task.source, "protocol": protocol.model_dump(mode="json"),
-               "device": self.device, **extra}
+               "device": self.job_device, **extra}
         if self.memory_limit_bytes and not self.is_gpu:
             job["memory_limit_bytes"] = self.memory_limit_bytes
         return job
@@ -110,10 +150,7 @@ class Evaluator:
     @contextmanager
     def gpu_lock(self):
         """Exclusive use of this GPU for timing, across threads and server processes."""
-        index = self.device.split(":")[1] if ":" in self.device else "0"
-        visible = os.environ.get("CUDA_VISIBLE_DEVICES", "")
-        physical = visible.split(",")[int(index)] if visible else index
-        path = self.lock_dir / f"gpu-{physical}.lock"
+        path = self.lock_dir / f"gpu-{self.physical_id}.lock"
         with open(path, "a+") as fh:
             fcntl.flock(fh, fcntl.LOCK_EX)
             try:
@@ -122,24 +159,27 @@ class Evaluator:
                 fcntl.flock(fh, fcntl.LOCK_UN)
 
     # --- reference --------------------------------------------------------------------
-    def reference(self, task: Task, protocol: Protocol | None = None) -> Reference:
-        """Reference outputs (and timing on a GPU), computed once per task, device and protocol."""
+    def reference(self, task: Task, protocol: Protocol | None = None, remeasure: bool = False) -> Reference:
+        """Reference outputs (and timing on a GPU), computed once per task, device and protocol.
+
+        Baseline timings also persist on disk (see `baselines`); `remeasure` measures them again.
+        """
         protocol = protocol or task.protocol
         key = (task.task_id, self.device, protocol.key())
         with self._ref_guard:
             lock = self._ref_locks.setdefault(key, threading.Lock())
         with lock:
-            if key in self._ref_cache:
+            if key in self._ref_cache and not remeasure:
                 return self._ref_cache[key]
-            ref = self._compute_reference(task, protocol)
+            ref = self._compute_reference(task, protocol, remeasure)
             if ref.error is None or ref.error.error_class != "InfraError":
                 self._ref_cache[key] = ref
             return ref
 
-    def _compute_reference(self, task: Task, protocol: Protocol) -> Reference:
+    def _compute_reference(self, task: Task, protocol: Protocol, remeasure: bool = False) -> Reference:
         t0 = time.monotonic()
         ref = Reference()
-        res = self._run(self._job("reference", task, protocol), protocol.timeout_s)
+        res = self._run(self._job("reference", task, protocol, check_run=self.timed), protocol.timeout_s)
         ref.error = _worker_failure(res, subject="reference")
         if ref.error is None:
             for head, tensors in res.messages:
@@ -153,9 +193,15 @@ class Evaluator:
                 elif kind == "ops":
                     ref.ops = list(head.get("ops", []))
                     ref.flags = list(head.get("flags", []))
+                elif kind == "check":
+                    ref.check_outputs = tensors
+                elif kind == "device":
+                    ref.device_info = {k: str(head.get(k, "")) for k in ("name", "torch", "triton")}
                 elif kind == "error":
                     ref.error = ErrorInfo.model_validate(head["error"])
-        if ref.error is None and self.is_gpu:
+        if ref.error is None and self.timed and ref.check_outputs:
+            self._baselines(task, protocol, ref, remeasure)
+        elif ref.error is None and self.timed:  # a worker without the check run: time as before
             with self.gpu_lock():
                 tres = self._run(self._job("timing", task, protocol), protocol.timeout_s)
             ref.error = _worker_failure(tres, subject="reference timing")
@@ -181,7 +227,87 @@ class Evaluator:
         return TaskValidation(
             ok=True, flags=flags, output_shapes=[list(o.shape) for o in first],
             output_dtypes=[str(o.dtype).removeprefix("torch.") for o in first],
-            reference_timing=ref.timing, device=self.device, elapsed_s=ref.elapsed_s)
+            reference_timing=ref.timing, compile_timing=ref.compile_timing, compile_note=ref.compile_note,
+            device=self.device, elapsed_s=ref.elapsed_s)
+
+    # --- baselines ----------------------------------------------------------------------
+    def baseline_key(self, task: Task, protocol: Protocol, info: dict) -> BaselineKey:
+        return BaselineKey(task_id=task.task_id, device_name=info.get("name", ""), gpu=self.physical_id,
+                           torch_version=info.get("torch", torch.__version__),
+                           triton_version=info.get("triton", ""), protocol_key=protocol.key())
+
+    def _baselines(self, task: Task, protocol: Protocol, ref: Reference, remeasure: bool) -> None:
+        """Eager (and torch.compile) timings of the reference: from disk, or measured and stored."""
+        key = self.baseline_key(task, protocol, ref.device_info)
+        stored = None if remeasure else self.baseline_store.load(key)
+        got = stored or Baselines()
+        changed = False
+        if not got.has(["eager"]):
+            with self.gpu_lock():
+                tres = self._run(self._job("timing", task, protocol), protocol.timeout_s)
+            ref.error = _worker_failure(tres, subject="reference timing")
+            msg = tres.first("timing")
+            if ref.error is None and msg is None:
+                ref.error = ErrorInfo(error_class="RuntimeError", message="reference timing produced no result")
+            if ref.error is not None:
+                return
+            got.eager = summarize(msg[0]["event_ms"], protocol.trim_fraction, method=_method(msg[0]))
+            got.measured = tuple(sorted(set(got.measured) | {"eager"}))
+            changed = True
+        if "compile" in self.baselines and not got.has(["compile"]):
+            stats, note, ours = self._measure_compile(task, protocol, ref)
+            got.compile, got.compile_note = stats, note
+            if not ours:  # a failure of our own is not remembered
+                got.measured = tuple(sorted(set(got.measured) | {"compile"}))
+                changed = True
+        if changed:
+            try:
+                self.baseline_store.save(key, got)
+            except OSError as exc:
+                log.warning("cannot store baselines for %s: %s", task.name, exc)
+        ref.timing = got.eager
+        if "compile" in self.baselines:
+            ref.compile_timing, ref.compile_note = got.compile, got.compile_note
+
+    def _measure_compile(self, task: Task, protocol: Protocol,
+                         ref: Reference) -> tuple[TimingStats | None, str | None, bool]:
+        """torch.compile of the reference: compiled and checked first, then timed under the lock.
+
+        Returns (stats, reason it is missing, whether the failure was ours).
+        """
+        extra = {"compile": True, "inductor_cache_dir": str(self.work_dir / "inductor-cache")}
+        limit = max(protocol.timeout_s, 300.0)
+        # Compiling outside the lock fills the on-disk caches; the timed process reuses them.
+        cres = self._run(self._job("timing", task, protocol, time=False, **extra), limit)
+        err = _worker_failure(cres, subject="torch.compile of the reference")
+        msg = cres.first("checked")
+        if err is None and msg is None:
+            err = ErrorInfo(error_class="RuntimeError", message="no output from the compiled reference")
+        if err is not None:
+            return None, f"torch.compile failed: {err.error_class}: {err.message[:300]}", err.error_class in (
+                "InfraError",)
+        verdict = compare_outputs(msg[1], ref.check_outputs, protocol.tolerance, trial=-1)
+        if verdict.status is not Status.correct:
+            return None, f"torch.compile output differs from eager: {verdict.message}", False
+        with self.gpu_lock():
+            tres = self._run(self._job("timing", task, protocol, **extra), limit)
+        err = _worker_failure(tres, subject="timing of the compiled reference")
+        msg = tres.first("timing")
+        if err is None and msg is None:
+            err = ErrorInfo(error_class="RuntimeError", message="no timing from the compiled reference")
+        if err is not None:
+            return None, f"torch.compile timing failed: {err.error_class}: {err.message[:300]}", err.error_class in (
+                "InfraError",)
+        return summarize(msg[0]["event_ms"], protocol.trim_fraction, method=_method(msg[0])), None, False
+
+    # --- profiling --------------------------------------------------------------------
+    def profile(self, task: Task, source: str | None, protocol: Protocol | None = None):
+        """Per-kernel breakdown, Triton launch metadata, roofline position and distance to the
+        task's floor for a correct candidate (a `profile.ProfileReport`). Without a GPU only the
+        floor's bytes and FLOPs are computed; the summary says why the rest is missing."""
+        from .profile import profile_candidate
+
+        return profile_candidate(self, task, source, protocol)
 
     # --- candidates -------------------------------------------------------------------
     def evaluate(self, task: Task, source: str, protocol: Protocol | None = None) -> EvalResult:
@@ -213,13 +339,19 @@ class Evaluator:
                 error_class="ReferenceError", message="the task's reference failed: " + ref.error.message))
         res = self._run(self._job("candidate", task, protocol, candidate_source=source), protocol.timeout_s)
         result = self._verdict(res, ref, protocol, static.issues)
-        if result.status is Status.correct and self.is_gpu:
+        if result.status is Status.correct and self.timed:
             result = self._time_candidate(task, source, protocol, ref, result)
         elif result.status is Status.correct:
             result = result.model_copy(update={"timing_note": NO_GPU_NOTE})
         return result
 
-    def _verdict(self, res: WorkerResult, ref: Reference, protocol: Protocol, issues) -> EvalResult:
+    def cached(self, task: Task, source: str, protocol: Protocol | None = None) -> EvalResult | None:
+        """The stored result of an identical earlier submission, if any."""
+        protocol = protocol or task.protocol
+        return self._results.get((task.task_id, source_hash(source), self.device, protocol.key()))
+
+    @staticmethod
+    def _verdict(res: WorkerResult, ref: Reference, protocol: Protocol, issues) -> EvalResult:
         base = {"lint": issues, "trials": protocol.correctness_trials,
                 "stdout_tail": res.output_tail.strip()[-800:] or None}
         failure = _candidate_failure(res)
@@ -259,6 +391,11 @@ class Evaluator:
                         result: EvalResult) -> EvalResult:
         with self.gpu_lock():
             res = self._run(self._job("timing", task, protocol, candidate_source=source), protocol.timeout_s)
+        return self._timing_verdict(res, ref, protocol, result)
+
+    @staticmethod
+    def _timing_verdict(res: WorkerResult, ref: Reference, protocol: Protocol, result: EvalResult) -> EvalResult:
+        """The candidate's timing run, checked: its check-run output, its stream, its stats."""
         failure = _candidate_failure(res)
         if failure is not None:
             return result.model_copy(update=failure)
@@ -281,7 +418,7 @@ class Evaluator:
                 "error": ErrorInfo(error_class=verdict.status.value,
                                    message="output produced while timing (fresh inputs) differs from the reference: "
                                            + verdict.message)})
-        stats = summarize(head["event_ms"], protocol.trim_fraction)
+        stats = summarize(head["event_ms"], protocol.trim_fraction, method=_method(head))
         synced = sorted(head.get("synced_ms") or [0.0])
         synced_median = synced[len(synced) // 2]
         if synced_median > ESCAPE_RATIO * stats.median_ms + ESCAPE_SLACK_MS:
@@ -291,17 +428,29 @@ class Evaluator:
                                 f"synchronization vs {stats.median_ms:.3f} ms by stream events"})
         flags = sorted(set(result.flags_reset) | set(head.get("flags_reset", [])))
         speedup = ref.timing.mean_ms / stats.mean_ms if ref.timing and stats.mean_ms > 0 else None
+        best = ref.best_ms()
+        speedup_vs_best = best / stats.mean_ms if best and stats.mean_ms > 0 else None
         return result.model_copy(update={"timing": stats, "reference_timing": ref.timing,
-                                         "speedup": speedup, "flags_reset": flags})
+                                         "compile_timing": ref.compile_timing, "compile_note": ref.compile_note,
+                                         "speedup": speedup, "speedup_vs_best": speedup_vs_best,
+                                         "flags_reset": flags})
 
 
 # --- interpreting worker results ------------------------------------------------------------
+
+def _method(head: dict) -> str:
+    method = head.get("method")
+    return method if method in ("cuda_events", "host_clock") else "cuda_events"
+
 
 def _worker_failure(res: WorkerResult, subject: str) -> ErrorInfo | None:
     if res.infra:
         return ErrorInfo(error_class="InfraError", message=res.infra)
     if res.timed_out:
         return ErrorInfo(error_class="Timeout", message=f"the {subject} exceeded its time limit")
+    infra = res.first("infra")
+    if infra:
+        return ErrorInfo(error_class="InfraError", message=str(infra[0].get("message", ""))[:600])
     err = res.first("error")
     if err:
         return ErrorInfo.model_validate(err[0]["error"])

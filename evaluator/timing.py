@@ -80,3 +80,30 @@ def time_on_gpu(run: Callable[[int], object], prepare: Callable[[int], None], *,
         _synchronize(device)
         synced_ms.append((_perf_counter() - t0) * 1e3)
     return event_ms, synced_ms, out
+
+
+def time_on_host(run: Callable[[int], object], prepare: Callable[[int], None], *, warmup: int, runs: int,
+                 flush_l2: bool, device: torch.device) -> tuple[list[float], list[float], object]:
+    """The same loop on the CPU with host clocks (no events, no flush).
+
+    Only for exercising the timing path without a GPU (dry runs, tests); the evaluator
+    reports no CPU timings by default.
+    """
+    out = None
+    for i in range(warmup):
+        prepare(i)
+        out = run(i)
+    samples = []
+    for i in range(runs):
+        prepare(i)
+        t0 = _perf_counter()
+        out = run(i)
+        samples.append((_perf_counter() - t0) * 1e3)
+    return samples, list(samples[:10]), out
+
+
+def time_model(run: Callable[[int], object], prepare: Callable[[int], None], *, warmup: int, runs: int,
+               flush_l2: bool, device: torch.device) -> tuple[list[float], list[float], object]:
+    """CUDA events on a GPU, host clocks elsewhere."""
+    timer = time_on_gpu if device.type == "cuda" else time_on_host
+    return timer(run, prepare, warmup=warmup, runs=runs, flush_l2=flush_l2, device=device)

@@ -141,7 +141,10 @@ class EvalResult(Model):
     triton_launches: int = 0
     timing: TimingStats | None = None
     reference_timing: TimingStats | None = None
+    compile_timing: TimingStats | None = None
     speedup: float | None = None
+    speedup_vs_best: float | None = None
+    compile_note: str | None = None
     timing_note: str | None = None
     flags_reset: list[str] = Field(default_factory=list)
     stdout_tail: str | None = None
@@ -177,6 +180,9 @@ class EvalResult(Model):
             parts.append(f"runtime {self.timing.mean_ms:.4f} ms (median {self.timing.median_ms:.4f})")
         if self.speedup is not None:
             parts.append(f"speedup {self.speedup:.3f}x vs reference")
+            if self.compile_timing is not None and self.speedup_vs_best is not None:
+                parts.append(f"speedup {self.speedup_vs_best:.3f}x vs the faster of eager and torch.compile "
+                             f"({self.compile_timing.mean_ms:.4f} ms compiled)")
         elif self.timing_note:
             parts.append(f"timing: {self.timing_note}")
         if self.flags_reset:
@@ -206,6 +212,8 @@ class TaskValidation(Model):
     output_shapes: list[list[int]] = Field(default_factory=list)
     output_dtypes: list[str] = Field(default_factory=list)
     reference_timing: TimingStats | None = None
+    compile_timing: TimingStats | None = None
+    compile_note: str | None = None
     device: str = "cpu"
     elapsed_s: float = 0.0
 

@@ -123,10 +123,11 @@ class Zygote:
                 lim = int(job["memory_limit_bytes"])
                 resource.setrlimit(resource.RLIMIT_AS, (lim, lim))
             from . import jobs
+            from . import profile as profiling
             from .harness import Reporter
 
             runner = {"reference": jobs.run_reference, "candidate": jobs.run_candidate,
-                      "timing": jobs.run_timing}[job["kind"]]
+                      "timing": jobs.run_timing, "profile": profiling.run_profile}[job["kind"]]
             runner(job, Reporter(w))
             code = 0
         except BaseException:  # noqa: BLE001 - the parent reads the exit code
@@ -255,6 +256,8 @@ def main() -> None:
         pass
 
     from . import jobs  # noqa: F401 - binds the harness's originals before any candidate exists
+    from . import profile  # noqa: F401 - the profile job's module
+    import torch.utils.flop_counter  # noqa: F401
 
     max_result = int(os.environ.get("ADAEXPLORE_MAX_RESULT_BYTES", str(1 << 30)))
     zygote = Zygote(0, ctrl_out, max_result)

@@ -28,6 +28,8 @@ unbounded.
 
 from __future__ import annotations
 
+import copy
+
 import math
 from itertools import compress, islice, repeat
 from operator import eq, ge
@@ -206,6 +208,35 @@ class TreeIndex:
         self.n_visible = size - 1 - len(infra)
         self._seg = self._seg_best = None
         return self
+
+    def with_pending(self, pending: Sequence[PendingView], now: float) -> TreeIndex:
+        """A copy of this index with the live ones of ``pending`` added as virtual loss.
+
+        Equal to ``build(nodes, existing_pending + pending, params, now)`` for an index built
+        with no pending rows, without redoing the O(n) build: each live expansion adds one
+        zero-reward visit to its node and every ancestor.
+        """
+        out = copy.copy(self)
+        out.now = now
+        n = list(self.n)
+        pending_on = dict(self.pending_on)
+        live = 0
+        deadline = now - self.params.expansion_ttl_s
+        for pv in pending:
+            if pv.created_at <= deadline:
+                continue
+            i = self.pos.get(pv.node_id)
+            if i is None:
+                i = self.alias.get(pv.node_id)
+                if i is None:
+                    continue
+            pending_on[i] = pending_on.get(i, 0) + 1
+            live += 1
+            while i >= 0:
+                n[i] += 1
+                i = self.parent[i]
+        out.n, out.pending_on, out.live_pending = n, pending_on, self.live_pending + live
+        return out
 
     @property
     def n_evaluated(self) -> int:

@@ -25,6 +25,10 @@ def _config(args: argparse.Namespace) -> ServerConfig:
         cfg.device = args.device
     if getattr(args, "max_parallel", None):
         cfg.max_parallel = args.max_parallel
+    if getattr(args, "memory_threshold", None) is not None:
+        if args.memory_threshold < 1:
+            raise SystemExit("error: --memory-threshold must be at least 1")
+        cfg.memory_threshold = args.memory_threshold
     return cfg
 
 
@@ -145,7 +149,7 @@ def cmd_memory(args: argparse.Namespace) -> int:
 
     cfg = _config(args)
     cfg.db_path.parent.mkdir(parents=True, exist_ok=True)
-    mem = MemoryStore(cfg.db_path)
+    mem = MemoryStore(cfg.db_path, threshold=cfg.memory_threshold)
     try:
         if args.memory_cmd == "list":
             view = mem.memory(include_candidates=args.all, limit=500, token_budget=100000)
@@ -167,6 +171,9 @@ def cmd_memory(args: argparse.Namespace) -> int:
     except UnknownRuleError as exc:
         print(f"error: unknown rule {exc}", file=sys.stderr)
         return 1
+    except (OSError, ValueError, KeyError, TypeError) as exc:  # unreadable or malformed import file
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     return 0
 
 
@@ -196,6 +203,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--wait-limit", type=float, help="seconds evaluate_kernel waits before returning pending")
     s.add_argument("--device", help="e.g. cuda:0 or cpu")
     s.add_argument("--max-parallel", type=int, help="evaluations in flight")
+    s.add_argument("--memory-threshold", type=int, metavar="N",
+                   help="distinct tasks a skill-memory rule needs to become active (default 3)")
     s.add_argument("-v", "--verbose", action="store_true")
     s.set_defaults(fn=cmd_serve)
 
@@ -243,6 +252,9 @@ def build_parser() -> argparse.ArgumentParser:
         sp.add_argument("--who", default=os.environ.get("USER", "local"))
     for sp in msub.choices.values():
         data_dir(sp)
+    for sp in (ml, ms):
+        sp.add_argument("--memory-threshold", type=int, metavar="N",
+                        help="distinct tasks a rule needs to count as active (default 3)")
     m.set_defaults(fn=cmd_memory)
 
     d = sub.add_parser("demo", help="drive a short search through the official MCP client over stdio")

@@ -19,6 +19,8 @@ class ServerConfig:
     auth_required: bool = False
     default_caller: str = "local"
     seed: int | None = None
+    memory_threshold: int = 3
+    """Distinct tasks a skill-memory rule needs before it is served."""
 
     @property
     def db_path(self) -> Path:

@@ -3,20 +3,30 @@
 from __future__ import annotations
 
 import logging
+import sqlite3
 import threading
 from pathlib import Path
 from typing import Any
 
 from mcp.server.mcpserver.exceptions import ToolError
 
-from .models import RecordFailureResult, RuleInfo, SkillMemoryResult
+from .models import (
+    ImportMemoryResult,
+    MemoryDocument,
+    RecordFailureResult,
+    RuleDetail,
+    RuleInfo,
+    SignatureInfo,
+    SkillMemoryResult,
+)
 
 log = logging.getLogger("adaexplore.server")
 
 
 class MemoryAdapter:
-    def __init__(self, db_path: Path):
+    def __init__(self, db_path: Path, threshold: int = 3):
         self.db_path = db_path
+        self.threshold = int(threshold)
         self._store: Any = None
         self._failed = False
         self._lock = threading.Lock()
@@ -29,7 +39,7 @@ class MemoryAdapter:
                     try:
                         from ..skills.store import MemoryStore
 
-                        self._store = MemoryStore(self.db_path)
+                        self._store = MemoryStore(self.db_path, threshold=self.threshold)
                     except Exception:
                         log.exception("skill memory unavailable")
                         self._failed = True
@@ -44,13 +54,67 @@ class MemoryAdapter:
             log.exception("memory rendering failed")
             return ""
 
-    def view(self, task_source: str | None, token_budget: int, include_candidates: bool) -> SkillMemoryResult:
+    def view(self, task_source: str | None, token_budget: int, include_candidates: bool,
+             include_signatures: bool = False) -> SkillMemoryResult:
         if self.store is None:
-            return SkillMemoryResult(rendered="", rules=[], available=False)
+            return SkillMemoryResult(rendered="", rules=[], available=False, threshold=self.threshold)
         v = self.store.memory(task_source=task_source, token_budget=token_budget,
-                              include_candidates=include_candidates)
-        return SkillMemoryResult(rendered=v.rendered, rules=[
-            RuleInfo(rule_id=r.id, text=r.text, count=r.count, active=r.active) for r in v.rules[:50]])
+                              include_candidates=include_candidates, include_signatures=include_signatures,
+                              limit=50)
+        return SkillMemoryResult(
+            rendered=v.rendered,
+            rules=[RuleInfo(rule_id=r.id, text=r.text, count=r.count, active=r.active) for r in v.rules[:50]],
+            threshold=v.threshold, total_rules=v.total_rules, active_rules=v.active_rules,
+            candidate_rules=v.candidate_rules, experiences=v.experiences,
+            frequent_signatures=[SignatureInfo(signature=f.signature, count=f.count, error_class=f.error_class,
+                                               example=f.example) for f in v.frequent_signatures[:20]])
+
+    def _need(self) -> Any:
+        if self.store is None:
+            raise ToolError("the skill memory is not available on this server")
+        return self.store
+
+    @staticmethod
+    def _detail(r: Any) -> RuleDetail:
+        return RuleDetail(rule_id=r.id, text=r.text, count=r.count, active=r.active, contradicted=r.contradicted,
+                          retired=r.retired, tasks=r.tasks[:100], who=r.who[:100])
+
+    def _rule_call(self, fn: Any, rule_id: str, *args: Any) -> RuleDetail:
+        from ..skills.store import UnknownRuleError
+
+        try:
+            return self._detail(fn(rule_id, *args))
+        except UnknownRuleError:
+            raise ToolError(f"unknown rule_id {rule_id!r}; rule ids look like 'r-0123456789' "
+                            "(see get_skill_memory with include_candidates=true)") from None
+        except ValueError as exc:
+            raise ToolError(f"rule not changed: {exc}") from None
+
+    def retire(self, rule_id: str, who: str) -> RuleDetail:
+        store = self._need()
+        return self._rule_call(lambda rid: store.retire(rid, who=who), rule_id)
+
+    def edit(self, rule_id: str, text: str, who: str) -> RuleDetail:
+        store = self._need()
+        return self._rule_call(lambda rid: store.edit(rid, text, who=who), rule_id)
+
+    def export(self) -> MemoryDocument:
+        doc = self._need().export()
+        return MemoryDocument(document=doc, rules=len(doc["rules"]), experiences=len(doc["experiences"]))
+
+    def import_(self, document: dict[str, Any], who: str) -> ImportMemoryResult:
+        store = self._need()
+        try:
+            s = store.import_(document, who=who)
+        except ValueError as exc:
+            raise ToolError(f"nothing imported: {exc}; pass the 'document' returned by export_memory "
+                            "(or the file written by `adaexplore memory export`)") from None
+        except (KeyError, TypeError, AttributeError, sqlite3.Error) as exc:
+            raise ToolError(f"nothing imported: the document is malformed ({type(exc).__name__}: {exc}); "
+                            "pass an unmodified export") from None
+        return ImportMemoryResult(rules_added=s.rules_added, rules_merged=s.rules_merged,
+                                  evidence_added=s.evidence_added, experiences_added=s.experiences_added,
+                                  contradictions_added=s.contradictions_added)
 
     def record_rule(self, text: str, who: str, task_id: str | None, node_id: str | None,
                     excerpt: str | None) -> RecordFailureResult:
@@ -72,7 +136,11 @@ class MemoryAdapter:
             return
         err = result.error
         construct = result.lint[0].construct if result.lint else None
-        error_class = err.error_class if err else result.status.value
-        message = err.message if err else (result.cheat_reason or result.feedback(400))
+        if err is not None:
+            error_class, message = err.error_class, err.message
+        elif result.lint:
+            error_class, message = "LintError", result.lint[0].message
+        else:
+            error_class, message = result.status.value, result.cheat_reason or result.feedback(400)
         self.store.record_experience(task_id=task_id, node_id=node_id, status=result.status.value,
                                      error_class=error_class, message=message, construct=construct, who=who)

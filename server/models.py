@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -59,6 +59,7 @@ class RegisterTaskResult(Out):
     task_id: str
     name: str
     existing: bool = Field(description="true when this exact reference was already registered")
+    synthetic: bool = False
     root_node_id: str
     flags: list[Flag] = Field(description="problems found at validation; read them before optimizing")
     output_shapes: list[list[int]] = []
@@ -75,6 +76,7 @@ class TaskInfo(Out):
     best_speedup: float | None
     flags: list[str]
     created_by: str
+    synthetic: bool = Field(False, description="written by an agent from a synthesis brief")
 
 
 class ListTasksResult(Out):
@@ -170,10 +172,63 @@ class RuleInfo(Out):
     active: bool = True
 
 
+class SignatureInfo(Out):
+    signature: str
+    count: int = Field(description="distinct tasks that failed this way")
+    error_class: str
+    example: str = Field(description="one raw message of the cluster (truncated)")
+
+
 class SkillMemoryResult(Out):
     rendered: str = Field(description="ready to paste into a prompt")
     rules: list[RuleInfo]
     available: bool = True
+    threshold: int = Field(3, description="distinct tasks a rule needs to become active")
+    total_rules: int = Field(0, description="all rules, including candidates, contradicted and retired ones")
+    active_rules: int = 0
+    candidate_rules: int = Field(0, description="rules seen on fewer occasions than the threshold")
+    experiences: int = Field(0, description="failed evaluations recorded")
+    frequent_signatures: list[SignatureInfo] = Field(
+        [], description="with include_signatures: frequent failure signatures no rule explains yet")
+
+
+class RuleDetail(Out):
+    rule_id: str
+    text: str
+    count: int
+    active: bool
+    contradicted: bool
+    retired: bool
+    tasks: list[str] = Field(description="tasks it was seen on")
+    who: list[str]
+
+
+class MemoryDocument(Out):
+    document: dict[str, Any] = Field(description="the export file (format adaexplore-skill-memory)")
+    rules: int
+    experiences: int
+
+
+class ImportMemoryResult(Out):
+    rules_added: int
+    rules_merged: int
+    evidence_added: int
+    experiences_added: int
+    contradictions_added: int
+
+
+class OperatorInfo(Out):
+    name: str
+    signature: str
+    summary: str = ""
+
+
+class SynthesisResult(Out):
+    seed_tasks: list[str] = Field(description="names of the seed tasks to mutate")
+    seed_task_ids: list[str]
+    operators: list[OperatorInfo] = Field(description="torch.nn operators to work in")
+    instructions: str
+    format_example: str = Field(description="the skeleton of a task file")
 
 
 class RecordFailureResult(Out):

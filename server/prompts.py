@@ -23,15 +23,27 @@ Loop until the budget is used up or {steps} steps are done:
 At the end call best_candidates(task_id, include_code=true) and report the best kernel and its speedup."""
 
 ADAPT = """You are building the team's skill memory for Triton kernel writing with the adaexplore tools.
-1. Call get_skill_memory(include_candidates=true) to see known rules and candidates.
-2. Take {count} small tasks (list_tasks; or write new ones: a module with class Model(nn.Module),
-   get_inputs(), get_init_inputs(), mutated from a seed task by changing ops, shapes or dtypes, and
-   register each with register_task; only tasks that validate are accepted).
-3. For each task write one kernel in a single pass (no retries) and evaluate_kernel it.
-4. For every failure, find the root cause in the feedback and call record_failure with a short, general
-   rule ("do X, not Y") tied to the node_id. Equivalent rules are merged and counted; a rule becomes
-   active once it is seen on 3 occasions.
-5. Finish with get_skill_memory and summarize which rules became active."""
+The memory holds short validity rules distilled from failed kernels; a rule is served to every agent once it
+has been seen on enough distinct tasks. Work in rounds of {count} tasks:
+1. Call get_skill_memory(include_candidates=true, include_signatures=true). Note the counts (active_rules,
+   candidate_rules, experiences) and read the rules, the candidates, and the frequent failure signatures that
+   no rule explains yet.
+2. Get tasks: call synthesize_task() for a brief (seed tasks and torch.nn operators to work in), write one new
+   task from it (class Model(nn.Module), get_inputs(), get_init_inputs()), and register it with
+   register_task(source=..., name=..., synthetic=true). A synthesized task is accepted only if it loads, runs
+   and is not degenerate; if it is rejected, fix it from the message and register again. Repeat until the
+   round has {count} tasks (list_tasks shows them, marked synthetic).
+3. For each task, write ONE kernel in a single pass (no retries, no peeking at other kernels) and call
+   evaluate_kernel(task_id, source). Poll get_node(node_id) while the status is 'pending'.
+4. For every failed kernel, find the root cause in the feedback and call record_failure(rule=..., node_id=...)
+   with one short, general sentence: "do X, not Y", naming the API involved (e.g. "Do not call
+   tl.float32(x); use x.to(tl.float32)"). Skip failures that are plain numerical mismatches of your own logic.
+   Equivalent rules are merged and counted once per task.
+5. Call get_skill_memory(include_candidates=true) again and compare the counts with the previous round.
+   Start another round (from step 2, with new tasks) while new rules keep appearing or candidates keep
+   gaining occasions; stop when a round adds no new rule and activates no candidate: the memory has stopped
+   growing.
+6. Finish with get_skill_memory and summarize which rules became active and which candidates are close."""
 
 
 def register_prompts(mcp: MCPServer) -> None:

@@ -6,7 +6,6 @@ with a message that says how to fix the call; a failing kernel is a result, neve
 
 from __future__ import annotations
 
-import copy
 import logging
 import random
 import threading
@@ -51,11 +50,13 @@ from .models import (
     ListTasksResult,
     NodeBrief,
     NodeInfo,
+    OperatorInfo,
     ProtocolOverrides,
     RecordFailureResult,
     RegisterTaskResult,
     SearchOverrides,
     SkillMemoryResult,
+    SynthesisResult,
     TaskInfo,
     TreeSummary,
 )
@@ -66,6 +67,10 @@ log = logging.getLogger("adaexplore.server")
 
 DEFAULT_STEP_BUDGET = 100
 ROOT_STATUS = "reference"
+DEGENERATE_FLAGS = frozenset({"nan_in_reference", "all_zeros", "constant_output", "equals_input", "zeros_pass",
+                              "random_in_forward"})
+"""Validation flags that make a synthesized task useless: a trivial kernel would pass it."""
+MAX_SEED_TASKS = 3
 
 
 def _status(s: str | None) -> str:
@@ -77,46 +82,13 @@ def _runtime_ms(result: dict[str, Any] | None) -> float | None:
     return timing.get("mean_ms")
 
 
-def _add_pending(base: TreeIndex, pending: list[PendingView], now: float, ttl: float) -> TreeIndex | None:
-    """`base` (built without pending expansions) plus virtual loss: each live pending expansion adds
-    one zero-reward visit to its node and every ancestor, exactly as TreeIndex.build would.
-
-    Saves rebuilding the whole index on every expand_node. Returns None if the index's layout is
-    not the one this relies on (the caller then rebuilds with the pending rows).
-    """
-    if not pending:
-        return base
-    try:
-        n, parent, pos, alias = list(base.n), base.parent, base.pos, base.alias
-        pend = dict(base.pending_on) if isinstance(base.pending_on, dict) else list(base.pending_on)
-        live = 0
-        for pv in pending:
-            if pv.created_at <= now - ttl:
-                continue
-            i = pos.get(pv.node_id)
-            if i is None:
-                i = alias.get(pv.node_id)
-                if i is None:
-                    continue
-            pend[i] = pend.get(i, 0) + 1 if isinstance(pend, dict) else pend[i] + 1
-            live += 1
-            while i >= 0:
-                n[i] += 1
-                i = parent[i]
-        idx = copy.copy(base)
-        idx.n, idx.pending_on, idx.live_pending, idx.now = n, pend, base.live_pending + live, now
-        return idx
-    except (AttributeError, TypeError, IndexError):
-        return None
-
-
 class Service:
     def __init__(self, config: ServerConfig, *, evaluator: Any = None):
         self.config = config
         self.store = Store(config.db_path)
         self.cache = TreeCache(self.store)
         self.evaluators = EvaluatorHolder(config, evaluator)
-        self.memory = MemoryAdapter(config.db_path)
+        self.memory = MemoryAdapter(config.db_path, threshold=config.memory_threshold)
         self.rng = random.Random(config.seed)
         self._rng_lock = threading.Lock()
         self._pool = ThreadPoolExecutor(max_workers=max(2, config.max_parallel or 4), thread_name_prefix="adx-eval")
@@ -184,7 +156,7 @@ class Service:
 
     def register_task(self, *, source: str | None, path: str | None, name: str | None,
                       search: SearchOverrides | None, protocol: ProtocolOverrides | None,
-                      caller: str) -> RegisterTaskResult:
+                      caller: str, synthetic: bool = False) -> RegisterTaskResult:
         if (source is None) == (path is None):
             raise ToolError("give exactly one of 'source' (the reference module text) or 'path' (a file inside "
                             "a task root)")
@@ -212,6 +184,11 @@ class Service:
                 err = validation.error
                 detail = f"{err.error_class}: {err.message}" + (f" (line {err.line})" if err.line else "") if err else ""
                 raise ToolError(f"bad task: the reference does not run: {detail}. Fix the module and register again")
+            degenerate = [f for f in validation.flags if f.code in DEGENERATE_FLAGS]
+            if synthetic and degenerate:
+                why = "; ".join(f"{f.code}: {f.message}" for f in degenerate)
+                raise ToolError(f"synthesized task rejected, it is degenerate ({why}). Change the computation so "
+                                "the output depends on every input and is not trivially matched, then register again")
             vdump = validation.model_dump(mode="json", exclude_none=True)
             flags = [f.code for f in validation.flags]
             timing = validation.reference_timing
@@ -220,7 +197,8 @@ class Service:
                 flags=flags, params=params.model_dump(exclude_defaults=True) | {"step_budget": params.step_budget},
                 protocol=proto.model_dump(mode="json"), created_by=caller, root_status=ROOT_STATUS,
                 root_speedup=1.0 if timing else None, root_reward=None,
-                root_result={"reference_timing": timing.model_dump(mode="json")} if timing else None)
+                root_result={"reference_timing": timing.model_dump(mode="json")} if timing else None,
+                synthetic=synthetic)
             existing = self.store.get_task(task_id)
             created = True
         else:
@@ -232,6 +210,7 @@ class Service:
         stored = SearchParams(**(existing["params"] or {}))
         return RegisterTaskResult(
             task_id=task_id, name=existing["name"], existing=not created, root_node_id=root_id(task_id),
+            synthetic=bool(existing.get("synthetic")),
             flags=[Flag(code=f["code"], message=f["message"]) for f in v.get("flags", [])],
             output_shapes=v.get("output_shapes", []),
             baseline_ms=timing["mean_ms"] if timing else None,
@@ -263,7 +242,8 @@ class Service:
     def list_tasks(self) -> ListTasksResult:
         return ListTasksResult(tasks=[
             TaskInfo(task_id=t["id"], name=t["name"], nodes=t["nodes"], best_speedup=t["best_speedup"],
-                     flags=t["flags"], created_by=t["created_by"]) for t in self.store.list_tasks()])
+                     flags=t["flags"], created_by=t["created_by"], synthetic=t["synthetic"])
+            for t in self.store.list_tasks()])
 
     # -- the tree -----------------------------------------------------------------
 
@@ -287,12 +267,7 @@ class Service:
             return base, entry
         now = time.time()
         pending = [PendingView(i, n, c) for i, n, c in self.store.open_expansions(task_id, now)]
-        index = _add_pending(base, pending, now, params.expansion_ttl_s)
-        if index is None:
-            nodes = [NodeView(r.id, r.parent_id, r.action, None if r.action == "root" else r.status, r.speedup,
-                              r.seq) for r in entry.ordered]
-            index = TreeIndex.build(nodes, pending, params, now)
-        return index, entry
+        return base.with_pending(pending, now), entry
 
     def _brief(self, entry: Any, node_id: str) -> NodeBrief:
         r = entry.rows[node_id]
@@ -483,9 +458,35 @@ class Service:
 
     # -- memory -------------------------------------------------------------------
 
-    def skill_memory(self, task_id: str | None, token_budget: int, include_candidates: bool) -> SkillMemoryResult:
+    def skill_memory(self, task_id: str | None, token_budget: int, include_candidates: bool,
+                     include_signatures: bool = False) -> SkillMemoryResult:
         source = self._task(task_id)["source"] if task_id else None
-        return self.memory.view(source, token_budget, include_candidates)
+        return self.memory.view(source, token_budget, include_candidates, include_signatures)
+
+    def synthesize(self, n_seeds: int, n_ops: int, seed: int | None) -> SynthesisResult:
+        """A brief for writing one new task: seed tasks from the store and torch.nn operators to work in."""
+        from ..skills.synthesis import synthesis_brief
+
+        rng = random.Random(seed) if seed is not None else random.Random()
+        tasks = self.store.list_tasks()
+        picked = rng.sample(tasks, k=min(n_seeds, len(tasks)))
+        seeds = []
+        for t in picked:
+            row = self.store.get_task(t["id"])
+            if row is not None:
+                seeds.append((t["id"], row["name"], row["source"]))
+        brief = synthesis_brief([(name, src) for _, name, src in seeds], rng=rng, n_ops=n_ops)
+        seed_text = "\n\n".join(f"# seed task {name} ({tid}): read it with the resource "
+                                  f"adaexplore://tasks/{tid}/reference" for tid, name, _ in seeds)
+        instructions = brief.instructions.replace(
+            "Submit it to the server for registration;",
+            "Register it with register_task(source=..., name=..., synthetic=true);")
+        if seed_text:
+            instructions += "\n\n" + seed_text
+        return SynthesisResult(
+            seed_tasks=brief.seed_tasks, seed_task_ids=[tid for tid, _, _ in seeds],
+            operators=[OperatorInfo(name=o.name, signature=o.signature, summary=o.summary) for o in brief.operators],
+            instructions=instructions, format_example=brief.format_example)
 
     def record_failure(self, *, rule: str, node_id: str | None, task_id: str | None, error_excerpt: str | None,
                        caller: str) -> RecordFailureResult:

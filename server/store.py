@@ -39,7 +39,8 @@ CREATE TABLE IF NOT EXISTS tasks (
     protocol BLOB,
     created_by TEXT NOT NULL,
     created_at REAL NOT NULL,
-    version INTEGER NOT NULL DEFAULT 0
+    version INTEGER NOT NULL DEFAULT 0,
+    synthetic INTEGER NOT NULL DEFAULT 0
 );
 
 CREATE TABLE IF NOT EXISTS nodes (
@@ -143,6 +144,9 @@ class Store:
         conn.executescript(SCHEMA)
         with self.tx(conn):
             conn.execute("INSERT OR IGNORE INTO server_meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+            cols = {r[1] for r in conn.execute("PRAGMA table_info(tasks)")}
+            if "synthetic" not in cols:  # databases made before synthesized tasks existed
+                conn.execute("ALTER TABLE tasks ADD COLUMN synthetic INTEGER NOT NULL DEFAULT 0")
 
     # -- connections -------------------------------------------------------------
 
@@ -193,12 +197,12 @@ class Store:
 
     def get_task(self, task_id: str) -> dict[str, Any] | None:
         row = self.conn().execute(
-            "SELECT id, name, source, validation, flags, params, protocol, created_by, created_at, version "
+            "SELECT id, name, source, validation, flags, params, protocol, created_by, created_at, version, synthetic "
             "FROM tasks WHERE id = ?", (task_id,)).fetchone()
         if row is None:
             return None
         keys = ("id", "name", "source", "validation", "flags", "params", "protocol", "created_by", "created_at",
-                "version")
+                "version", "synthetic")
         task = dict(zip(keys, row))
         for k in ("validation", "flags", "params", "protocol"):
             task[k] = loads(task[k])
@@ -213,15 +217,15 @@ class Store:
             "SELECT t.id, t.name, t.created_by, t.created_at, t.flags, "
             "(SELECT COUNT(*) FROM nodes n WHERE n.task_id = t.id AND n.action != 'root'), "
             "(SELECT MAX(n.speedup) FROM nodes n WHERE n.task_id = t.id AND n.status = 'correct' "
-            " AND n.action != 'root') "
+            " AND n.action != 'root'), t.synthetic "
             "FROM tasks t ORDER BY t.created_at").fetchall()
         return [dict(id=r[0], name=r[1], created_by=r[2], created_at=r[3], flags=loads(r[4]) or [],
-                     nodes=r[5], best_speedup=r[6]) for r in rows]
+                     nodes=r[5], best_speedup=r[6], synthetic=bool(r[7])) for r in rows]
 
     def insert_task(self, *, task_id: str, name: str, source: str, source_hash: str, validation: Any,
                     flags: list[str], params: dict[str, Any], protocol: dict[str, Any], created_by: str,
                     root_status: str | None, root_speedup: float | None, root_reward: float | None,
-                    root_result: Any) -> bool:
+                    root_result: Any, synthetic: bool = False) -> bool:
         """Insert a task and its root node (the reference). False if it already existed."""
         now = time.time()
         with self.tx() as c:
@@ -229,9 +233,9 @@ class Store:
                 return False
             c.execute(
                 "INSERT INTO tasks (id, name, source, validation, flags, params, protocol, created_by, created_at,"
-                " version) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 1)",
+                " version, synthetic) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?)",
                 (task_id, name, source, dumps(validation), dumps(flags), dumps(params), dumps(protocol),
-                 created_by, now))
+                 created_by, now, int(synthetic)))
             c.execute(
                 "INSERT INTO nodes (id, task_id, parent_id, seq, action, source, source_hash, status, result,"
                 " feedback, speedup, reward, created_by, created_at, evaluated_at, version)"

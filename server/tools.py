@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from typing import Annotated
+from typing import Annotated, Any
 
 import anyio
 import anyio.to_thread
@@ -17,21 +17,26 @@ from .auth import ScopeError, current_caller
 from .models import (
     MAX_EDITS,
     MAX_EXCERPT_CHARS,
+    MAX_ID_CHARS,
     MAX_NAME_CHARS,
     MAX_RULE_CHARS,
     BestCandidatesResult,
     Edit,
     EvaluateResult,
     ExpandResult,
+    ImportMemoryResult,
     ListTasksResult,
+    MemoryDocument,
     NodeId,
     NodeInfo,
     ProtocolOverrides,
     RecordFailureResult,
     RegisterTaskResult,
+    RuleDetail,
     SearchOverrides,
     SkillMemoryResult,
     Source,
+    SynthesisResult,
     TaskId,
     TreeSummary,
 )
@@ -44,6 +49,15 @@ REGISTER = ToolAnnotations(read_only_hint=False, idempotent_hint=True, destructi
 EVALUATE = ToolAnnotations(read_only_hint=False, idempotent_hint=True, destructive_hint=False, open_world_hint=False)
 # expand_node / record_failure: every call adds an expansion or an occasion.
 APPEND = ToolAnnotations(read_only_hint=False, idempotent_hint=False, destructive_hint=False, open_world_hint=False)
+# retire_rule / edit_rule: change a rule in place (a retired rule is no longer served; an edit replaces the
+# wording); repeating the call leaves the same state.
+CHANGE_RULE = ToolAnnotations(read_only_hint=False, idempotent_hint=True, destructive_hint=True,
+                              open_world_hint=False)
+# import_memory: merges counts; importing the same document again adds nothing.
+MERGE = ToolAnnotations(read_only_hint=False, idempotent_hint=True, destructive_hint=False, open_world_hint=False)
+# synthesize_task: reads the task list; each call may draw different seeds and operators unless seeded.
+SYNTH = ToolAnnotations(read_only_hint=True, idempotent_hint=False, destructive_hint=False, open_world_hint=False)
+RuleId = Annotated[str, Field(min_length=1, max_length=MAX_ID_CHARS, description="a rule id, e.g. 'r-0123456789'")]
 
 
 def register_tools(mcp: MCPServer, svc: Service) -> None:
@@ -69,11 +83,13 @@ def register_tools(mcp: MCPServer, svc: Service) -> None:
         name: Annotated[str | None, Field(max_length=MAX_NAME_CHARS, description="a short name")] = None,
         search: SearchOverrides | None = None,
         protocol: ProtocolOverrides | None = None,
+        synthetic: Annotated[bool, Field(description="a task written from synthesize_task: accepted only if it "
+                                                     "runs and is not degenerate")] = False,
     ) -> RegisterTaskResult:
         """Register a PyTorch reference module as a task (validates it; the same source returns the same task)."""
         who = caller("write")
         return await run(svc.register_task, source=source, path=path, name=name, search=search, protocol=protocol,
-                         caller=who)
+                         caller=who, synthetic=synthetic)
 
     @mcp.tool(annotations=READ, title="List tasks")
     async def list_tasks() -> ListTasksResult:
@@ -154,12 +170,16 @@ def register_tools(mcp: MCPServer, svc: Service) -> None:
     @mcp.tool(annotations=READ, title="Skill memory")
     async def get_skill_memory(
         task_id: Annotated[str | None, Field(max_length=100, description="rank rules by relevance to it")] = None,
-        token_budget: Annotated[int, Field(ge=50, le=20000)] = 1500,
-        include_candidates: Annotated[bool, Field(description="also rules seen fewer than 3 times")] = False,
+        token_budget: Annotated[int, Field(ge=50, le=20000, description="size limit of `rendered`")] = 1500,
+        include_candidates: Annotated[bool, Field(description="also rules not yet seen on enough distinct "
+                                                              "tasks to be active")] = False,
+        include_signatures: Annotated[bool, Field(description="also frequent failure signatures that no rule "
+                                                              "explains yet")] = False,
     ) -> SkillMemoryResult:
-        """The team's validity rules (distilled from past failures), ranked, with a ready-to-paste rendering."""
+        """The team's validity rules (distilled from past failures), ranked by relevance to the task and frequency,
+        with a ready-to-paste rendering and the memory's counts."""
         caller("read")
-        return await run(svc.skill_memory, task_id, token_budget, include_candidates)
+        return await run(svc.skill_memory, task_id, token_budget, include_candidates, include_signatures)
 
     @mcp.tool(annotations=APPEND, title="Record a failure rule")
     async def record_failure(
@@ -173,3 +193,45 @@ def register_tools(mcp: MCPServer, svc: Service) -> None:
         who = caller("write")
         return await run(svc.record_failure, rule=rule, node_id=node_id, task_id=task_id,
                          error_excerpt=error_excerpt, caller=who)
+
+    @mcp.tool(annotations=CHANGE_RULE, title="Retire a rule")
+    async def retire_rule(rule_id: RuleId) -> RuleDetail:
+        """Stop serving a rule (admin). Equivalent rules recorded later merge into it and stay retired."""
+        who = caller("admin")
+        return await run(svc.memory.retire, rule_id, who)
+
+    @mcp.tool(annotations=CHANGE_RULE, title="Edit a rule")
+    async def edit_rule(
+        rule_id: RuleId,
+        text: Annotated[str, Field(min_length=1, max_length=MAX_RULE_CHARS, description="the new wording")],
+    ) -> RuleDetail:
+        """Replace a rule's wording (admin); the edited wording is kept when equivalent rules merge into it."""
+        who = caller("admin")
+        return await run(svc.memory.edit, rule_id, text, who)
+
+    @mcp.tool(annotations=READ, title="Export the skill memory")
+    async def export_memory() -> MemoryDocument:
+        """The whole skill memory (rules, evidence, experiences) as a JSON document for import_memory or
+        `adaexplore memory import`."""
+        caller("read")
+        return await run(svc.memory.export)
+
+    @mcp.tool(annotations=MERGE, title="Import a skill memory")
+    async def import_memory(
+        document: Annotated[dict[str, Any], Field(description="a document from export_memory")],
+    ) -> ImportMemoryResult:
+        """Merge an exported memory into this one (admin): equivalent rules merge and their counts add up;
+        importing the same document twice changes nothing."""
+        who = caller("admin")
+        return await run(svc.memory.import_, document, who)
+
+    @mcp.tool(annotations=SYNTH, title="Brief for a new task")
+    async def synthesize_task(
+        n_seeds: Annotated[int, Field(ge=0, le=5, description="registered tasks to use as seeds")] = 2,
+        n_ops: Annotated[int, Field(ge=0, le=6, description="torch.nn operators to work in")] = 2,
+        seed: Annotated[int | None, Field(description="random seed, for a reproducible brief")] = None,
+    ) -> SynthesisResult:
+        """Instructions for writing one new task by mutating registered tasks with new operators; register the
+        result with register_task(synthetic=true)."""
+        caller("read")
+        return await run(svc.synthesize, n_seeds, n_ops, seed)

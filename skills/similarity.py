@@ -167,11 +167,13 @@ def mentions(family: str, text: str) -> bool:
 
 
 def explained_by(family: tuple[str | None, bool], candidates: list[RuleView],
-                 unclaimed: Sequence[str] = ()) -> str | None:
+                 unclaimed: Sequence[str] = (), signature: str | None = None) -> str | None:
     """The one rule whose failures use the construct a rule forbids.
 
     None when no failure, or more than one failure cluster (claimed by a rule or not), uses it:
-    a construct such as ``tl.dot`` takes part in several distinct failures.
+    a construct such as ``tl.dot`` takes part in several distinct failures. None too when the
+    rule comes with its own failure ``signature`` and the owner explains other failures only: the
+    rule is known to explain a different failure that merely involves the same API.
     """
     fam, strong = family
     if not fam or not strong:
@@ -182,7 +184,11 @@ def explained_by(family: tuple[str | None, bool], candidates: list[RuleView],
     if len(owners) != 1:
         return None
     owner = next(r for r in candidates if r.id in owners)
-    return owner.id if sum(mentions(fam, f) for f in owner.failures) == 1 else None
+    if sum(mentions(fam, f) for f in owner.failures) != 1:
+        return None
+    if signature and owner.signatures and signature not in owner.signatures:
+        return None
+    return owner.id
 
 
 def match_rule(text: str, signature: str | None, existing: list[RuleView],
@@ -225,7 +231,7 @@ def match_rule(text: str, signature: str | None, existing: list[RuleView],
                 best = (score, rule.id, f"similar wording ({score:.2f} >= {need:.2f}), {what}")
     if best:
         return MergeDecision(rule_id=best[1], score=round(best[0], 4), reason=f"merged into {best[1]}: {best[2]}")
-    owner = explained_by(mine_family, existing, unclaimed_failures)
+    owner = explained_by(mine_family, existing, unclaimed_failures, signature=signature)
     if owner:
         return MergeDecision(rule_id=owner, score=0.0, reason=(
             f"merged into {owner}: it forbids {mine_family[0]}, the construct in the failures {owner} explains, "

@@ -48,6 +48,7 @@ CREATE TABLE IF NOT EXISTS skill_experiences (
     created REAL NOT NULL, rule_id TEXT);
 CREATE INDEX IF NOT EXISTS skill_experiences_sig ON skill_experiences (signature);
 CREATE INDEX IF NOT EXISTS skill_experiences_node ON skill_experiences (node_id);
+CREATE TABLE IF NOT EXISTS skill_rule_aliases (old_id TEXT PRIMARY KEY, rule_id TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS skill_contradictions (
     rule_id TEXT NOT NULL, source_hash TEXT NOT NULL, task_id TEXT, node_id TEXT, seen REAL NOT NULL,
     PRIMARY KEY (rule_id, source_hash));
@@ -81,6 +82,9 @@ class MemoryView(BaseModel):
     frequent_signatures: list[SignatureCount] = Field(default_factory=list)
     threshold: int = 3
     total_rules: int = 0
+    active_rules: int = 0
+    candidate_rules: int = 0
+    experiences: int = 0
 
 
 class ImportSummary(BaseModel):
@@ -223,9 +227,70 @@ class MemoryStore:
                 conn.execute("INSERT OR IGNORE INTO skill_rule_signatures VALUES (?,?)", (rule_id, sig))
                 conn.execute("UPDATE skill_experiences SET rule_id=? WHERE signature=? AND rule_id IS NULL",
                              (rule_id, sig))
+            self._fold_linked(conn, rule_id, text, sigs)
             view = self._views(conn, rule_ids=[rule_id])[0]
         return RecordOutcome(rule_id=rule_id, merged=merged, merged_into_text=view.text if merged else None,
                              count=view.count, active=view.active, reason=decision.reason if decision else "new rule")
+
+    def _fold_linked(self, conn: sqlite3.Connection, rule_id: str, text: str, sigs: list[str]) -> list[str]:
+        """Fold into ``rule_id`` every other rule that ``text`` alone would also have merged with.
+
+        Without this, merging depends on the order rules arrive in: B and C, both equivalent to a
+        later A but not to each other, would stay apart if they came first. A rule that links two
+        clusters joins them (single linkage on the same explainable criteria as a merge: a shared
+        failure signature or similar wording, never the weaker "explains the construct" link).
+        """
+        folded: list[str] = []
+        while True:
+            others = [v for v in self._views(conn, with_variants=True) if v.id != rule_id]
+            if not others:
+                return folded
+            found = None
+            for sig in sigs or [None]:
+                d = match_rule(text, sig, others)
+                if d.rule_id and d.score > 0:
+                    found = d.rule_id
+                    break
+            if found is None:
+                return folded
+            self._fold(conn, found, rule_id)
+            folded.append(found)
+
+    def _fold(self, conn: sqlite3.Connection, old: str, into: str) -> None:
+        """Move everything of rule ``old`` to rule ``into`` and delete ``old`` (its id stays an alias)."""
+        for r in conn.execute("""SELECT task_id, node_id, who, text, error_excerpt, first_seen, last_seen
+                                 FROM skill_evidence WHERE rule_id=?""", (old,)).fetchall():
+            self._add_evidence(conn, into, r["task_id"], r["node_id"], r["who"], r["text"], r["error_excerpt"],
+                               r["first_seen"], r["last_seen"])
+        conn.execute("DELETE FROM skill_evidence WHERE rule_id=?", (old,))
+        conn.execute("""INSERT OR IGNORE INTO skill_rule_signatures SELECT ?, signature FROM skill_rule_signatures
+                        WHERE rule_id=?""", (into, old))
+        conn.execute("DELETE FROM skill_rule_signatures WHERE rule_id=?", (old,))
+        conn.execute("""INSERT OR IGNORE INTO skill_contradictions SELECT ?, source_hash, task_id, node_id, seen
+                        FROM skill_contradictions WHERE rule_id=?""", (into, old))
+        conn.execute("DELETE FROM skill_contradictions WHERE rule_id=?", (old,))
+        conn.execute("UPDATE skill_experiences SET rule_id=? WHERE rule_id=?", (into, old))
+        a = conn.execute("SELECT * FROM skill_rules WHERE id=?", (into,)).fetchone()
+        b = conn.execute("SELECT * FROM skill_rules WHERE id=?", (old,)).fetchone()
+        if b["pinned"] and not a["pinned"]:
+            text, pinned = b["text"], 1  # an admin's wording wins
+        elif a["pinned"]:
+            text, pinned = a["text"], 1
+        else:
+            text, pinned = min(a["text"], b["text"], key=wording_key), 0
+        retired = int(bool(a["retired"] or b["retired"]))  # an admin retired one half: keep it retired
+        conn.execute("""UPDATE skill_rules SET text=?, construct=?, pinned=?, retired=?, retired_by=COALESCE(retired_by, ?),
+                        created=min(created, ?) WHERE id=?""",
+                     (text, construct_of(text), pinned, retired, b["retired_by"], b["created"], into))
+        conn.execute("DELETE FROM skill_rules WHERE id=?", (old,))
+        conn.execute("UPDATE skill_rule_aliases SET rule_id=? WHERE rule_id=?", (into, old))
+        conn.execute("INSERT OR REPLACE INTO skill_rule_aliases VALUES (?,?)", (old, into))
+
+    @staticmethod
+    def _resolve(conn: sqlite3.Connection, rule_id: str) -> str:
+        """The current id of a rule that may have been folded into another."""
+        row = conn.execute("SELECT rule_id FROM skill_rule_aliases WHERE old_id=?", (rule_id,)).fetchone()
+        return row["rule_id"] if row else rule_id
 
     @staticmethod
     def _unclaimed_signature(conn: sqlite3.Connection, text: str) -> list[str]:
@@ -305,7 +370,7 @@ class MemoryStore:
 
     def get_rule(self, rule_id: str) -> RuleView:
         with self._conn() as conn:
-            views = self._views(conn, rule_ids=[rule_id])
+            views = self._views(conn, rule_ids=[self._resolve(conn, rule_id)])
         if not views:
             raise UnknownRuleError(rule_id)
         return views[0]
@@ -313,6 +378,7 @@ class MemoryStore:
     def retire(self, rule_id: str, who: str) -> RuleView:
         """Stop serving a rule; later equivalent rules merge into it and stay retired."""
         with self._tx() as conn:
+            rule_id = self._resolve(conn, rule_id)
             if not conn.execute("UPDATE skill_rules SET retired=1, retired_by=? WHERE id=?", (who, rule_id)).rowcount:
                 raise UnknownRuleError(rule_id)
         return self.get_rule(rule_id)
@@ -323,6 +389,7 @@ class MemoryStore:
         if not text:
             raise ValueError("rule text is empty")
         with self._tx() as conn:
+            rule_id = self._resolve(conn, rule_id)
             if not conn.execute("UPDATE skill_rules SET text=?, construct=?, edited_by=?, pinned=1 WHERE id=?",
                                 (text, construct_of(text), who, rule_id)).rowcount:
                 raise UnknownRuleError(rule_id)
@@ -356,6 +423,7 @@ class MemoryStore:
                    WHERE signature NOT IN (SELECT signature FROM skill_rule_signatures) AND rule_id IS NULL
                    GROUP BY signature ORDER BY n DESC, signature LIMIT ?""", (max(1, limit),)).fetchall() \
                 if include_signatures else []
+            n_exp = conn.execute("SELECT COUNT(*) FROM skill_experiences").fetchone()[0]
         keywords = task_keywords(task_source)
         served = [v for v in views if v.active or (include_candidates and not v.retired and not v.contradicted)]
         served.sort(key=lambda v: (-relevance(v.text, v.construct, keywords), not v.active, -v.count,
@@ -363,6 +431,8 @@ class MemoryStore:
         served = served[: max(0, limit)]
         return MemoryView(
             rules=served, rendered=render_rules(served, token_budget), threshold=self.threshold, total_rules=len(views),
+            active_rules=sum(v.active for v in views), experiences=n_exp,
+            candidate_rules=sum(not v.active and not v.retired and not v.contradicted for v in views),
             frequent_signatures=[SignatureCount(signature=r["signature"], count=r["n"], error_class=r["ec"],
                                                 example=r["msg"][:300], normalized=r["norm"][:300]) for r in sig_rows])
 

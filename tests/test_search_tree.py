@@ -1,5 +1,7 @@
 """TreeIndex: visits and rewards backed up exactly, virtual loss, infra_error, robustness."""
 
+import time
+
 import pytest
 
 from adaexplore.search import NodeView, PendingView, SearchParams, TreeIndex, paper_reward
@@ -145,3 +147,23 @@ def test_chain_of_10000_small_steps_needs_no_recursion():
     idx = build(tree(*rows))
     assert idx.N("root") == 10_000 and idx.N("n5000") == 5_001
     assert len(idx.path_to("n10000")) == 10_001
+
+
+def test_with_pending_matches_a_full_build():
+    import random
+
+    from adaexplore.search import NodeView, PendingView, SearchParams, TreeIndex
+
+    rng = random.Random(1)
+    nodes = [NodeView("r", None, "root", None, None, 0)]
+    for i in range(1, 300):
+        nodes.append(NodeView(f"n{i}", nodes[rng.randrange(i)].id, rng.choice(["small", "large"]),
+                              rng.choice(["correct", "compile_error", "infra_error", None]), 1.5, i))
+    now, params = time.time(), SearchParams()
+    pending = [PendingView(f"x{k}", nodes[rng.randrange(300)].id, now - rng.choice([1, 5000])) for k in range(40)]
+    full = TreeIndex.build(nodes, pending, params, now)
+    fast = TreeIndex.build(nodes, [], params, now).with_pending(pending, now)
+    assert fast is not None and fast.live_pending == full.live_pending
+    for nd in nodes:
+        if nd.id in full:
+            assert fast.N(nd.id) == full.N(nd.id) and fast.pending_count(nd.id) == full.pending_count(nd.id)

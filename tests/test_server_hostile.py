@@ -44,7 +44,8 @@ def cases(tid: str):
         st.tuples(st.just("register_task"), st.fixed_dictionaries({"source": st.just(BIG)})),
         st.tuples(st.just("record_failure"), st.fixed_dictionaries({"rule": st.one_of(st.just(""), st.just(" \n"),
                                                                                      st.just(BIG[:5000]), junk)})),
-        st.tuples(st.just("record_failure"), st.fixed_dictionaries({"rule": st.just("use x"), "node_id": bad_id})),
+        st.tuples(st.just("record_failure"), st.fixed_dictionaries({"rule": st.just("use x"), "node_id": bad_id.filter(
+            lambda v: v is not None)})),
         st.tuples(st.just("get_skill_memory"), st.fixed_dictionaries({"token_budget": st.integers().filter(
             lambda v: not 50 <= v <= 20000)})),
         st.tuples(st.just("get_skill_memory"), st.fixed_dictionaries({"task_id": bad_id.filter(lambda v: v is not None)})),

@@ -103,24 +103,3 @@ def _writer(path: str, k: int) -> None:
     for j in range(20):
         store.create_node(task_id="t1", parent_id="t1-0", action="large", source=f"{k}-{j}",
                           source_hash=f"{k}-{j}-{os.getpid()}", created_by="p", expansion_id=None)
-
-
-def test_virtual_loss_shortcut_matches_a_full_build():
-    import random
-
-    from adaexplore.search import NodeView, PendingView, SearchParams, TreeIndex
-    from adaexplore.server.service import _add_pending
-
-    rng = random.Random(1)
-    nodes = [NodeView("r", None, "root", None, None, 0)]
-    for i in range(1, 300):
-        nodes.append(NodeView(f"n{i}", nodes[rng.randrange(i)].id, rng.choice(["small", "large"]),
-                              rng.choice(["correct", "compile_error", "infra_error", None]), 1.5, i))
-    now, params = time.time(), SearchParams()
-    pending = [PendingView(f"x{k}", nodes[rng.randrange(300)].id, now - rng.choice([1, 5000])) for k in range(40)]
-    full = TreeIndex.build(nodes, pending, params, now)
-    fast = _add_pending(TreeIndex.build(nodes, [], params, now), pending, now, params.expansion_ttl_s)
-    assert fast is not None and fast.live_pending == full.live_pending
-    for nd in nodes:
-        if nd.id in full:
-            assert fast.N(nd.id) == full.N(nd.id) and fast.pending_count(nd.id) == full.pending_count(nd.id)
