@@ -66,6 +66,22 @@ def build_tree(db: Path, n: int, seed: int = 0) -> str:
     return tid
 
 
+RULE_TOPICS = ["tl.float32(x)", "tl.arange with a runtime bound", "tl.dot on 8x8 tiles", "a Python if on a tensor",
+               "max() on tensors", "torch.* inside a kernel", "print inside a kernel", "break in a kernel loop",
+               "an unmasked tl.load at the row end", "tl.sum over a non-constexpr axis"]
+
+
+def seed_memory(db: Path) -> None:
+    """A realistic memory: 40 rules, 10 of them active, so expand_node ranks and renders them."""
+    from adaexplore.skills.store import MemoryStore
+
+    mem = MemoryStore(db)
+    for k in range(40):
+        topic = RULE_TOPICS[k % len(RULE_TOPICS)]
+        mem.record_rule(text=f"Do not use {topic} (variant {k}); write the supported form instead.",
+                        who="bench", task_id=f"task{k % 4}")
+
+
 def pct(xs: list[float], p: float) -> float:
     xs = sorted(xs)
     return xs[min(len(xs) - 1, int(round(p / 100 * (len(xs) - 1))))]
@@ -97,7 +113,7 @@ def main() -> None:
         tid = build_tree(cfg.db_path, args.nodes)
         print(f"built {args.nodes} nodes in {time.perf_counter() - t0:.1f}s")
         mcp, svc = build_server(cfg, evaluator=NoEvaluator())
-        svc.memory._failed = True  # measure the tree, not the memory ranking
+        seed_memory(cfg.db_path)
         try:
             res = anyio.run(measure, mcp, tid, args.calls)
         finally:

@@ -93,7 +93,8 @@ class Evaluator:
     def __init__(self, device: str | None = None, work_dir: str | Path | None = None,
                  max_parallel: int | None = None, lock_dir: str | Path | None = None,
                  memory_limit_bytes: int | None = None, baselines: tuple[str, ...] | None = None,
-                 visible_devices: str | None = None, cpu_timing: bool = False) -> None:
+                 visible_devices: str | None = None, cpu_timing: bool = False,
+                 quiet_timing: bool = True) -> None:
         self.device = device or default_device()
         self.is_gpu = self.device.startswith("cuda")
         # With `visible_devices` the workers see exactly one GPU (by physical id) as cuda:0.
@@ -125,6 +126,10 @@ class Evaluator:
         self._ref_locks: dict[tuple, threading.Lock] = {}
         self._ref_guard = threading.Lock()
         self._results: dict[tuple, EvalResult] = {}
+        # Correctness runs keep off the GPU while a candidate is timed (see gpu_shared).
+        self.quiet_timing = quiet_timing
+        self._rw = threading.Condition()
+        self._writers_waiting = 0
 
     def close(self) -> None:
         self.pool.close()
@@ -151,12 +156,44 @@ class Evaluator:
     def gpu_lock(self):
         """Exclusive use of this GPU for timing, across threads and server processes."""
         path = self.lock_dir / f"gpu-{self.physical_id}.lock"
+        with self._rw:
+            self._writers_waiting += 1
+        try:
+            with open(path, "a+") as fh:
+                fcntl.flock(fh, fcntl.LOCK_EX)
+                try:
+                    yield
+                finally:
+                    fcntl.flock(fh, fcntl.LOCK_UN)
+        finally:
+            with self._rw:
+                self._writers_waiting -= 1
+                self._rw.notify_all()
+
+    @contextmanager
+    def gpu_shared(self):
+        """Shared use of this GPU (correctness runs): excluded while a timing holds `gpu_lock`.
+
+        Other processes' kernels would otherwise time-slice into the timed runs. Within this
+        process a waiting timing goes first, so a stream of correctness runs cannot starve it.
+        """
+        if not (self.timed and self.quiet_timing):
+            yield
+            return
+        with self._rw:
+            while self._writers_waiting:
+                self._rw.wait()
+        path = self.lock_dir / f"gpu-{self.physical_id}.lock"
         with open(path, "a+") as fh:
-            fcntl.flock(fh, fcntl.LOCK_EX)
+            fcntl.flock(fh, fcntl.LOCK_SH)
             try:
                 yield
             finally:
                 fcntl.flock(fh, fcntl.LOCK_UN)
+
+    def _run_shared(self, job: dict, timeout_s: float) -> WorkerResult:
+        with self.gpu_shared():
+            return self._run(job, timeout_s)
 
     # --- reference --------------------------------------------------------------------
     def reference(self, task: Task, protocol: Protocol | None = None, remeasure: bool = False) -> Reference:
@@ -179,7 +216,7 @@ class Evaluator:
     def _compute_reference(self, task: Task, protocol: Protocol, remeasure: bool = False) -> Reference:
         t0 = time.monotonic()
         ref = Reference()
-        res = self._run(self._job("reference", task, protocol, check_run=self.timed), protocol.timeout_s)
+        res = self._run_shared(self._job("reference", task, protocol, check_run=self.timed), protocol.timeout_s)
         ref.error = _worker_failure(res, subject="reference")
         if ref.error is None:
             for head, tensors in res.messages:
@@ -278,7 +315,7 @@ class Evaluator:
         extra = {"compile": True, "inductor_cache_dir": str(self.work_dir / "inductor-cache")}
         limit = max(protocol.timeout_s, 300.0)
         # Compiling outside the lock fills the on-disk caches; the timed process reuses them.
-        cres = self._run(self._job("timing", task, protocol, time=False, **extra), limit)
+        cres = self._run_shared(self._job("timing", task, protocol, time=False, **extra), limit)
         err = _worker_failure(cres, subject="torch.compile of the reference")
         msg = cres.first("checked")
         if err is None and msg is None:
@@ -337,7 +374,7 @@ class Evaluator:
         if ref.error is not None:
             return EvalResult(status=Status.infra_error, error=ErrorInfo(
                 error_class="ReferenceError", message="the task's reference failed: " + ref.error.message))
-        res = self._run(self._job("candidate", task, protocol, candidate_source=source), protocol.timeout_s)
+        res = self._run_shared(self._job("candidate", task, protocol, candidate_source=source), protocol.timeout_s)
         result = self._verdict(res, ref, protocol, static.issues)
         if result.status is Status.correct and self.timed:
             result = self._time_candidate(task, source, protocol, ref, result)

@@ -83,7 +83,7 @@ class TreeIndex:
     __slots__ = (
         "params", "now", "rows", "ids", "pos", "alias", "parent", "status", "reward",
         "first", "nxt", "n", "w", "mx", "pending_on", "live_pending", "n_visible",
-        "_seg", "_seg_best",
+        "_segments",
     )
 
     @classmethod
@@ -206,7 +206,9 @@ class TreeIndex:
         self.n, self.w, self.mx = n, w, mx
         self.pending_on, self.live_pending = pending_on, live
         self.n_visible = size - 1 - len(infra)
-        self._seg = self._seg_best = None
+        # A one-slot holder, shared by the copies `with_pending` makes: segments do not depend
+        # on pending expansions, so they are computed once per tree, not once per call.
+        self._segments = [None]
         return self
 
     def with_pending(self, pending: Sequence[PendingView], now: float) -> TreeIndex:
@@ -305,7 +307,7 @@ class TreeIndex:
 
         A segment is a large step plus the small steps grown from it; a child of the root
         always starts one. Best = fastest, unknown speed last, then oldest."""
-        if self._seg is None:
+        if self._segments[0] is None:
             rows, parent, sts = self.rows, self.parent, self.status
             size = len(rows)
             acts = [r.action for r in rows]
@@ -324,8 +326,8 @@ class TreeIndex:
                 if b is None or k > b:
                     best_key[h] = k
                     best[h] = i
-            self._seg, self._seg_best = seg, best
-        return self._seg, self._seg_best
+            self._segments[0] = (seg, best)
+        return self._segments[0]
 
     def index_of(self, node_id: str) -> int:
         """Dense index of a visible node. KeyError for unknown or infra_error ids."""

@@ -22,7 +22,7 @@ from .evidence import forbidden_construct, uses_forbidden
 from .relevance import relevance, task_keywords
 from .render import render_rules
 from .signature import construct_of, forbidden_part, normalize_message, signature, split_excerpt
-from .similarity import RuleView, family_of, match_rule, mentions, tokens
+from .similarity import RuleView, explained_by, family_of, match_rule, mentions, tokens
 
 SKIPPED_STATUSES = frozenset({"infra_error", "correct", "wrong_output"})
 """Never experiences: our faults, successes and plain numerical mismatches."""
@@ -252,9 +252,26 @@ class MemoryStore:
                     found = d.rule_id
                     break
             if found is None:
-                return folded
+                break
             self._fold(conn, found, rule_id)
             folded.append(found)
+        # Untied rules that came before this cluster's failures: now that the cluster explains a failure
+        # with the construct they forbid (and no other failure involves it), they are about it too.
+        views = self._views(conn, with_variants=True)
+        me = next(v for v in views if v.id == rule_id)
+        unclaimed = [r["norm"] for r in conn.execute(
+            """SELECT MIN(normalized) AS norm FROM skill_experiences
+               WHERE signature NOT IN (SELECT signature FROM skill_rule_signatures) GROUP BY signature""")]
+        for v in views:
+            if v.id == rule_id or v.signatures:
+                continue
+            fam = family_of(v.text)
+            if not fam[0] or not fam[1] or not any(mentions(fam[0], f) for f in me.failures):
+                continue
+            if explained_by(fam, [x for x in views if x.id != v.id], unclaimed) == rule_id:
+                self._fold(conn, v.id, rule_id)
+                folded.append(v.id)
+        return folded
 
     def _fold(self, conn: sqlite3.Connection, old: str, into: str) -> None:
         """Move everything of rule ``old`` to rule ``into`` and delete ``old`` (its id stays an alias)."""
@@ -367,6 +384,11 @@ class MemoryStore:
                 variants=sorted({r["text"] for r in rows} - {rule["text"]}) if with_variants else [],
                 failures=fails.get(rule["id"], [])))
         return out
+
+    def resolve(self, rule_id: str) -> str:
+        """The id a rule has now (rules folded into another keep their old id as an alias)."""
+        with self._conn() as conn:
+            return self._resolve(conn, rule_id)
 
     def get_rule(self, rule_id: str) -> RuleView:
         with self._conn() as conn:

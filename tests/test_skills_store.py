@@ -175,3 +175,20 @@ def test_export_import_round_trip(tmp_path):
     fresh = MemoryStore(tmp_path / "c.db")
     fresh.import_(data, who="x")
     assert sorted(r["id"] for r in fresh.export()["rules"]) == sorted(r["id"] for r in data["rules"])
+
+
+def test_a_later_rule_joins_two_clusters(tmp_path):
+    """Merging does not depend on feed order: a rule equivalent to two separate rules folds them into one."""
+    s = MemoryStore(tmp_path / "m.db")
+    ex = "CompilationError: at 7:8: tl.atomic_add(y_ptr + idx, v) ValueError('atomic_add does not support bf16')"
+    a = s.record_rule(text="Do not atomic_add into a bfloat16 output; use a float32 accumulator tensor for tl.atomic_add",
+                      who="a", task_id="t1", error_excerpt=ex)
+    b = s.record_rule(text="Avoid tl.atomic_add on bf16 pointers, accumulate atomics in fp32", who="a", task_id="t2")
+    assert a.rule_id != b.rule_id
+    s.retire(b.rule_id, who="lead")
+    c = s.record_rule(text="tl.atomic_add does not support bf16: accumulate in an fp32 buffer and cast at the end",
+                      who="a", task_id="t3", error_excerpt=ex)
+    rules = s.export()["rules"]
+    assert len(rules) == 1 and c.count == 3
+    assert s.resolve(b.rule_id) == s.resolve(a.rule_id) == rules[0]["id"]
+    assert s.get_rule(b.rule_id).retired  # the retired half keeps the cluster retired

@@ -1,0 +1,322 @@
+"""Timing protocol, baselines, one pool per GPU, cache races and the cold-process mode."""
+
+import os
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from adaexplore.evaluator import harness
+from adaexplore.evaluator.baselines import BaselineKey, Baselines, BaselineStore
+from adaexplore.evaluator.fleet import EvaluatorFleet, LeastLoaded, physical_ids
+from adaexplore.evaluator.service import Evaluator, physical_gpu_id
+from adaexplore.evaluator.timing import summarize, time_on_host
+from adaexplore.evaluator.types import EvalResult, Status, TimingStats
+
+from conftest import EXAMPLES, HAS_CUDA, ROOT, example_task, gpu
+
+# --- statistics ------------------------------------------------------------------------------
+
+
+def test_trimmed_stats_drop_outliers_on_both_ends():
+    samples = [2.0] * 18 + [50.0, 0.001]
+    stats = summarize(samples, 0.05, method="host_clock")
+    assert stats.runs == 18 and stats.mean_ms == 2.0 and stats.std_ms == 0.0
+    assert stats.min_ms == 0.001 and stats.method == "host_clock"
+    assert summarize([3.0], 0.4).runs == 1
+
+
+def test_host_timer_calls_prepare_outside_each_run():
+    import torch
+
+    order = []
+    event_ms, synced_ms, _ = time_on_host(lambda i: order.append(("run", i)), lambda i: order.append(("prep", i)),
+                                          warmup=2, runs=3, flush_l2=True, device=torch.device("cpu"))
+    assert len(event_ms) == 3 and len(synced_ms) == 3
+    assert order == [("prep", 0), ("run", 0), ("prep", 1), ("run", 1),
+                     ("prep", 0), ("run", 0), ("prep", 1), ("run", 1), ("prep", 2), ("run", 2)]
+
+
+# --- dispatch over several GPUs ------------------------------------------------------------------
+
+
+class Stub:
+    """Stands in for an Evaluator bound to one device."""
+
+    def __init__(self, device, delay=0.05):
+        self.device = device
+        self.delay = delay
+        self.active = 0
+        self.peak = 0
+        self.seen = []
+        self.validated = []
+        self._lock = threading.Lock()
+        self._results = {}
+
+    def cached(self, task, source, protocol=None):
+        return self._results.get(source)
+
+    def evaluate(self, task, source, protocol=None):
+        with self._lock:
+            self.active += 1
+            self.peak = max(self.peak, self.active)
+            self.seen.append(source)
+        time.sleep(self.delay)
+        with self._lock:
+            self.active -= 1
+        result = EvalResult(status=Status.correct, device=self.device)
+        self._results[source] = result
+        return result
+
+    def validate_task(self, task):
+        from adaexplore.evaluator.types import TaskValidation
+
+        self.validated.append(task)
+        return TaskValidation(ok=True, device=self.device)
+
+    def close(self):
+        pass
+
+
+def test_least_loaded_uses_every_member_and_balances():
+    d = LeastLoaded(3)
+    first = [d.acquire() for _ in range(3)]
+    assert sorted(first) == [0, 1, 2]  # ties go round-robin: all pools used
+    d.release(1)
+    assert d.acquire() == 1  # the only idle one
+    d.release(0)
+    d.release(1)
+    d.release(2)
+    assert d.load == [0, 0, 0]
+    # sequential use (never more than one in flight) still visits every member
+    seq = []
+    for _ in range(6):
+        i = d.acquire()
+        seq.append(i)
+        d.release(i)
+    assert set(seq) == {0, 1, 2}
+
+
+def test_fleet_dispatches_concurrent_candidates_to_the_least_loaded_device():
+    stubs = [Stub("cuda:0"), Stub("cuda:1"), Stub("cuda:2", delay=0.3)]
+    fleet = EvaluatorFleet(members=stubs)
+    task = example_task("softmax")
+    with ThreadPoolExecutor(9) as ex:
+        results = list(ex.map(lambda i: fleet.evaluate(task, f"src{i}"), range(18)))
+    assert all(r.status is Status.correct for r in results)
+    counts = [len(s.seen) for s in stubs]
+    assert all(c > 0 for c in counts), counts
+    assert counts[2] < counts[0] and counts[2] < counts[1], counts  # the slow device got less work
+    assert fleet.dispatch.load == [0, 0, 0]
+    # an identical resubmission is answered from whichever member has it
+    before = sum(len(s.seen) for s in stubs)
+    assert fleet.evaluate(task, "src3").status is Status.correct
+    assert sum(len(s.seen) for s in stubs) == before
+    # validation reaches every device (each GPU times its own reference)
+    assert fleet.validate_task(task).ok and all(len(s.validated) == 1 for s in stubs)
+    assert fleet.devices == ["cuda:0", "cuda:1", "cuda:2"] and fleet.device == "cuda:0"
+
+
+def test_physical_gpu_ids_follow_narrowed_visibility():
+    assert physical_ids(["cuda:0", "cuda:1"], None) == ["0", "1"]
+    assert physical_ids(["cuda:0", "cuda:1"], "3,5") == ["3", "5"]
+    assert physical_ids(["cuda:1"], "GPU-aaa,GPU-bbb") == ["GPU-bbb"]
+    with pytest.raises(ValueError):
+        physical_ids(["cuda:2"], "3,5")
+    # the lock of a narrowed pool names the physical GPU, not the worker's cuda:0
+    assert physical_gpu_id("cuda:1", "3,5", pool_visible="5") == "5"
+    assert physical_gpu_id("cuda:1", "3,5") == "5"
+    assert physical_gpu_id("cuda:0", None) == "0"
+    assert physical_gpu_id("cuda:0", "MIG-1/2/3") == "MIG-1_2_3"
+    assert physical_gpu_id("cpu", "3") == "cpu"
+
+
+def test_fleet_members_see_only_their_gpu(tmp_path, monkeypatch):
+    # Built for two fake GPUs without starting anything: each pool is narrowed to one physical id.
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "4,6")
+    fleet = EvaluatorFleet(devices=["cuda:0", "cuda:1"], work_dir=tmp_path)
+    try:
+        assert [m.pool.visible_devices for m in fleet.members] == ["4", "6"]
+        assert [m.job_device for m in fleet.members] == ["cuda:0", "cuda:0"]
+        assert [m.physical_id for m in fleet.members] == ["4", "6"]
+        assert [m.device for m in fleet.members] == ["cuda:0", "cuda:1"]
+        assert all(m.baselines == ("eager", "compile") for m in fleet.members)
+    finally:
+        fleet.close()
+    cpu = EvaluatorFleet(devices=["cpu"], work_dir=tmp_path)
+    try:
+        assert len(cpu.members) == 1 and cpu.members[0].pool.visible_devices is None
+        assert cpu.members[0].baselines == ("eager",)
+    finally:
+        cpu.close()
+
+
+def test_timing_excludes_correctness_runs_and_goes_first(tmp_path):
+    ev = Evaluator(work_dir=tmp_path, cpu_timing=True)
+    events = []
+    try:
+        with ev.gpu_shared():
+            timer_done = threading.Event()
+
+            def timer():
+                with ev.gpu_lock():
+                    events.append("timing")
+                timer_done.set()
+
+            t = threading.Thread(target=timer)
+            t.start()
+            time.sleep(0.2)
+            assert events == []  # the timing waits for the running correctness job
+
+            def late_reader():
+                with ev.gpu_shared():
+                    events.append("late correctness")
+
+            r = threading.Thread(target=late_reader)
+            r.start()
+            time.sleep(0.2)
+            assert events == []
+        t.join(5)
+        r.join(5)
+        assert events == ["timing", "late correctness"]  # a waiting timing is not starved
+    finally:
+        ev.close()
+
+
+# --- baseline cache ---------------------------------------------------------------------------------
+
+
+def _key(**kw):
+    base = dict(task_id="t1", device_name="NVIDIA H200", gpu="0", torch_version="2.11", triton_version="3.6",
+                protocol_key="p1")
+    base.update(kw)
+    return BaselineKey(**base)
+
+
+def test_baseline_store_keys_and_round_trip(tmp_path):
+    store = BaselineStore(tmp_path)
+    stats = TimingStats(mean_ms=1.0, median_ms=1.0, std_ms=0.0, min_ms=0.9, runs=90)
+    store.save(_key(), Baselines(eager=stats, compile=None, compile_note="failed", measured=("compile", "eager")))
+    got = store.load(_key())
+    assert got.eager == stats and got.compile is None and got.compile_note == "failed"
+    assert got.has(["eager", "compile"])
+    for change in ({"gpu": "1"}, {"device_name": "NVIDIA A100"}, {"torch_version": "2.12"},
+                   {"protocol_key": "p2"}, {"triton_version": "3.7"}):
+        assert store.load(_key(**change)) is None, change
+        assert store.path(_key(**change)) != store.path(_key())
+    store.path(_key()).write_text("{not json")
+    assert store.load(_key()) is None
+
+
+def test_baselines_persist_across_evaluators_and_can_be_remeasured(tmp_path):
+    task = example_task("gelu_scale", warmup_runs=1, timed_runs=3)
+    with Evaluator(work_dir=tmp_path, cpu_timing=True, baselines=("eager",)) as ev:
+        first = ev.validate_task(task)
+        assert first.ok and first.reference_timing is not None
+        assert first.reference_timing.method == "host_clock" and first.compile_timing is None
+        files = list((tmp_path / "baselines").rglob("*.json"))
+        assert len(files) == 1
+        result = ev.evaluate(task, (EXAMPLES / "kernels" / "gelu_scale.py").read_text())
+        assert result.status is Status.correct and result.timing is not None
+        assert result.speedup == pytest.approx(first.reference_timing.mean_ms / result.timing.mean_ms)
+        assert result.speedup_vs_best == pytest.approx(result.speedup)
+    with Evaluator(work_dir=tmp_path, cpu_timing=True, baselines=("eager",)) as ev:
+        again = ev.validate_task(task)
+        assert again.reference_timing == first.reference_timing  # read from disk, not re-timed
+        fresh = ev.reference(task, remeasure=True)
+        assert fresh.timing is not None and fresh.timing != first.reference_timing
+        assert ev.validate_task(task).reference_timing == fresh.timing
+
+
+def test_baselines_must_include_eager(tmp_path):
+    with pytest.raises(ValueError):
+        Evaluator(work_dir=tmp_path, baselines=("compile",))
+
+
+# --- infrastructure failures --------------------------------------------------------------------------
+
+
+def test_cache_race_is_recognized(tmp_path, monkeypatch):
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path))
+    race = FileNotFoundError(2, "No such file or directory", str(tmp_path / "ab" / "kernel.json"))
+    assert harness.cache_race(race)
+    wrapped = RuntimeError("compile failed")
+    wrapped.__cause__ = race
+    assert harness.cache_race(wrapped)
+    assert not harness.cache_race(FileNotFoundError(2, "No such file", "/elsewhere/data.bin"))
+    assert not harness.cache_race(ValueError("bad value"))
+
+
+RACE_CANDIDATE = (EXAMPLES / "kernels" / "gelu_scale.py").read_text().replace(
+    "    def forward(self,",
+    "    def forward(self, *args, **kwargs):\n"
+    "        import os\n"
+    "        open(os.path.join(os.environ['TRITON_CACHE_DIR'], 'gone', 'k.json'))\n\n"
+    "    def _unused(self,", 1)
+
+
+def test_cache_race_is_infra_error_not_a_kernel_failure(evaluator):
+    assert "_unused" in RACE_CANDIDATE
+    result = evaluator.evaluate(example_task("gelu_scale"), RACE_CANDIDATE)
+    assert result.status is Status.infra_error, result.feedback()
+    assert "cache" in result.error.message
+
+
+def test_same_kernel_compiled_concurrently_is_always_correct(tmp_path):
+    source = (EXAMPLES / "kernels" / "softmax.py").read_text()
+    task = example_task("softmax")
+    with Evaluator(work_dir=tmp_path, max_parallel=3) as ev:
+        with ThreadPoolExecutor(6) as ex:
+            results = list(ex.map(lambda i: ev.evaluate(task, source + f"\n# copy {i}\n"), range(6)))
+    assert [r.status for r in results] == [Status.correct] * 6, [r.feedback() for r in results]
+    assert len({r.source_hash for r in results}) == 6  # none was answered from the result cache
+
+
+# --- the cold-process mode ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kernel,task_name", [
+    ("softmax.py", "softmax"), ("broken/wrong_output.py", "softmax"), ("broken/compile_error.py", "softmax")])
+def test_cold_process_gives_the_warm_evaluators_status(evaluator, tmp_path, kernel, task_name):
+    path = EXAMPLES / "kernels" / kernel
+    warm = evaluator.evaluate(example_task(task_name), path.read_text())
+    out = tmp_path / "r.json"
+    env = dict(os.environ, TRITON_CACHE_DIR=str(tmp_path / "cache"))
+    cmd = [sys.executable, "-m", "adaexplore.evaluator.coldrun", "--task",
+           str(EXAMPLES / "tasks" / f"{task_name}.py"), "--candidate", str(path), "--out", str(out)]
+    if not HAS_CUDA:
+        cmd += ["--device", "cpu"]
+    subprocess.run(cmd, env=env, cwd=ROOT, check=True, timeout=300, capture_output=True)
+    cold = EvalResult.model_validate_json(out.read_text())
+    assert cold.status is warm.status, (cold.feedback(), warm.feedback())
+    assert cold.trials_passed == warm.trials_passed
+
+
+# --- on a GPU ----------------------------------------------------------------------------------------------
+
+
+@gpu
+def test_compile_baseline_and_speedup_vs_best(tmp_path):
+    task = example_task("softmax")
+    with Evaluator(work_dir=tmp_path) as ev:
+        assert ev.baselines == ("eager", "compile")
+        v = ev.validate_task(task)
+        assert v.ok and v.reference_timing is not None
+        assert (v.compile_timing is None) == (v.compile_note is not None)
+        r = ev.evaluate(task, (EXAMPLES / "kernels" / "softmax.py").read_text())
+        assert r.status is Status.correct and r.speedup is not None and r.speedup_vs_best is not None
+        assert r.speedup_vs_best <= r.speedup + 1e-12
+
+
+@gpu
+def test_fleet_over_visible_gpus_times_on_each(tmp_path):
+    task = example_task("gelu_scale")
+    source = (EXAMPLES / "kernels" / "gelu_scale.py").read_text()
+    with EvaluatorFleet(work_dir=tmp_path, baselines=("eager",)) as fleet:
+        with ThreadPoolExecutor(4) as ex:
+            results = list(ex.map(lambda i: fleet.evaluate(task, source + f"\n# {i}\n"), range(4)))
+        assert all(r.status is Status.correct and r.timing is not None for r in results)
+        assert {r.device for r in results} == set(fleet.devices)
