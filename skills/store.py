@@ -48,6 +48,8 @@ CREATE TABLE IF NOT EXISTS skill_experiences (
     created REAL NOT NULL, rule_id TEXT);
 CREATE INDEX IF NOT EXISTS skill_experiences_sig ON skill_experiences (signature);
 CREATE INDEX IF NOT EXISTS skill_experiences_node ON skill_experiences (node_id);
+CREATE TABLE IF NOT EXISTS skill_meta (k TEXT PRIMARY KEY, v INTEGER NOT NULL);
+INSERT OR IGNORE INTO skill_meta (k, v) VALUES ('version', 0);
 CREATE TABLE IF NOT EXISTS skill_rule_aliases (old_id TEXT PRIMARY KEY, rule_id TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS skill_contradictions (
     rule_id TEXT NOT NULL, source_hash TEXT NOT NULL, task_id TEXT, node_id TEXT, seen REAL NOT NULL,
@@ -124,6 +126,7 @@ class MemoryStore:
         self.db_path = str(db_path)
         self.threshold = int(threshold)
         self.contradiction_min = int(contradiction_min)
+        self._memory_cache: dict[tuple, MemoryView] = {}  # keyed by the memory's version
         with self._conn() as conn:
             try:
                 conn.execute("PRAGMA journal_mode=WAL")
@@ -155,6 +158,8 @@ class MemoryStore:
             except BaseException:
                 conn.execute("ROLLBACK")
                 raise
+            # Every write moves the version, so readers can cache what they derive from it.
+            conn.execute("UPDATE skill_meta SET v = v + 1 WHERE k = 'version'")
             conn.execute("COMMIT")
 
     # -- experiences ---------------------------------------------------------------------
@@ -438,6 +443,11 @@ class MemoryStore:
                include_signatures: bool = False, limit: int = 50) -> MemoryView:
         """Rules to serve, most relevant to the task first, then most frequent, then most recent."""
         with self._conn() as conn:
+            version = conn.execute("SELECT v FROM skill_meta WHERE k = 'version'").fetchone()[0]
+            key = (version, task_source, token_budget, include_candidates, include_signatures, limit)
+            cached = self._memory_cache.get(key)
+            if cached is not None:
+                return cached
             views = self._views(conn)
             sig_rows = conn.execute(
                 """SELECT signature, COUNT(DISTINCT task_id) AS n, MIN(error_class) AS ec, MIN(message) AS msg,
@@ -451,12 +461,16 @@ class MemoryStore:
         served.sort(key=lambda v: (-relevance(v.text, v.construct, keywords), not v.active, -v.count,
                                    -(v.last_seen or 0), v.id))
         served = served[: max(0, limit)]
-        return MemoryView(
+        view = MemoryView(
             rules=served, rendered=render_rules(served, token_budget), threshold=self.threshold, total_rules=len(views),
             active_rules=sum(v.active for v in views), experiences=n_exp,
             candidate_rules=sum(not v.active and not v.retired and not v.contradicted for v in views),
             frequent_signatures=[SignatureCount(signature=r["signature"], count=r["n"], error_class=r["ec"],
                                                 example=r["msg"][:300], normalized=r["norm"][:300]) for r in sig_rows])
+        if len(self._memory_cache) > 64:
+            self._memory_cache.clear()
+        self._memory_cache[key] = view
+        return view
 
     # -- exchange ------------------------------------------------------------------------
     def export(self) -> dict:

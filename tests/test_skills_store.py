@@ -192,3 +192,16 @@ def test_a_later_rule_joins_two_clusters(tmp_path):
     assert len(rules) == 1 and c.count == 3
     assert s.resolve(b.rule_id) == s.resolve(a.rule_id) == rules[0]["id"]
     assert s.get_rule(b.rule_id).retired  # the retired half keeps the cluster retired
+
+
+def test_memory_view_follows_every_write(tmp_path):
+    """The rendered memory is cached per version; any write, from any store on the file, moves it."""
+    from adaexplore.skills.store import MemoryStore
+
+    a, b = MemoryStore(tmp_path / "m.db"), MemoryStore(tmp_path / "m.db")
+    for task in ("t1", "t2"):
+        a.record_rule(text="Do not call tl.float32(x); use x.to(tl.float32).", who="u", task_id=task)
+    assert a.memory(include_candidates=True).rules[0].count == 2
+    assert a.memory().rules == []
+    b.record_rule(text="Do not call tl.float32(x); use x.to(tl.float32).", who="u", task_id="t3")
+    assert [r.count for r in a.memory().rules] == [3]
