@@ -42,7 +42,7 @@ def run_warm(pairs, task_paths, protocol, args, root: Path) -> dict:
     if protocol is not None:
         tasks = {n: t.model_copy(update={"protocol": protocol}) for n, t in tasks.items()}
     ev = Evaluator(work_dir=root / "warm", max_parallel=args.max_parallel, baselines=("eager",),
-                   cpu_timing=args.cpu_check)
+                   cpu_timing=args.cpu_check, quiet_timing=not args.shared_gpu)
     out: dict = {"results": {}, "latency": {}}
     try:
         t0 = time.monotonic()
@@ -179,6 +179,8 @@ def main() -> int:
     parser.add_argument("--skip-cold", action="store_true")
     parser.add_argument("--only", default=None, help="comma-separated kernel names")
     parser.add_argument("--json-out", default=None)
+    parser.add_argument("--shared-gpu", action="store_true",
+                        help="let correctness runs use the GPU while another candidate is timed")
     args = parser.parse_args()
 
     if args.cpu_check:
