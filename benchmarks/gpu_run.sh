@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# What runs on the GPU machine (see benchmarks/RESULTS.md). Usage: bash benchmarks/gpu_run.sh tests|bench
+# What runs on the GPU machine (see benchmarks/RESULTS.md). Usage: bash benchmarks/gpu_run.sh tests|all|bench
 # The image has torch and Triton but not this project's other dependencies: they come as wheels
 # in .whl/ (made by the device-wheels tool), installed into /tmp/site.
 set -uo pipefail
@@ -13,6 +13,10 @@ case "${1:-tests}" in
     timeout 470 python3 -m pytest -q -p no:cacheprovider -rs tests 2>&1 | tee "$out/pytest_gpu.txt" | tail -25
     timeout 90 python3 benchmarks/evaluate_examples.py > "$out/examples_gpu.md" 2> "$out/examples_gpu.log"
     cat "$out/examples_gpu.md" ;;
+  all)
+    timeout 330 python3 -m pytest -q -p no:cacheprovider -rs tests 2>&1 | tee "$out/pytest_gpu.txt" | tail -30
+    timeout 235 python3 benchmarks/eval_throughput.py --quick --json-out "$out/throughput.json" \
+      > "$out/throughput.md" 2> "$out/throughput.log"; cat "$out/throughput.md" ;;
   bench)
     timeout 280 python3 benchmarks/eval_throughput.py --quick --json-out "$out/throughput.json" \
       > "$out/throughput.md" 2> "$out/throughput.log"; cat "$out/throughput.md"

@@ -33,7 +33,7 @@ log = logging.getLogger("adaexplore.evaluator")
 NO_GPU_NOTE = "no CUDA device: correctness ran through Triton's interpreter on the CPU; timing skipped"
 # Work that escapes the timed stream shows as device-synchronized time far above event time.
 ESCAPE_RATIO = 2.0
-ESCAPE_SLACK_MS = 0.1
+ESCAPE_SLACK_MS = 0.05
 
 
 @dataclass
@@ -102,6 +102,8 @@ class Evaluator:
         self.job_device = "cuda:0" if self.visible_devices else self.device
         # Timing on the CPU (host clocks) only exercises the timing path; it is off by default.
         self.timed = self.is_gpu or cpu_timing
+        if not baselines and os.environ.get("ADAEXPLORE_BASELINES"):
+            baselines = tuple(b.strip() for b in os.environ["ADAEXPLORE_BASELINES"].split(",") if b.strip())
         self.baselines = tuple(baselines) if baselines else (("eager", "compile") if self.is_gpu else ("eager",))
         unknown = [b for b in self.baselines if b not in BASELINES]
         if unknown or "eager" not in self.baselines:

@@ -1,5 +1,8 @@
 import os
 
+# torch.compile baselines cost 10-20 s per task; tests that need them ask for them explicitly.
+os.environ.setdefault("ADAEXPLORE_BASELINES", "eager")
+
 # Candidate kernels run through Triton's interpreter when no GPU is present.
 try:
     import torch

@@ -137,6 +137,7 @@ def test_physical_gpu_ids_follow_narrowed_visibility():
 def test_fleet_members_see_only_their_gpu(tmp_path, monkeypatch):
     # Built for two fake GPUs without starting anything: each pool is narrowed to one physical id.
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "4,6")
+    monkeypatch.delenv("ADAEXPLORE_BASELINES", raising=False)  # the GPU default is under test
     fleet = EvaluatorFleet(devices=["cuda:0", "cuda:1"], work_dir=tmp_path)
     try:
         assert [m.pool.visible_devices for m in fleet.members] == ["4", "6"]
@@ -301,7 +302,7 @@ def test_cold_process_gives_the_warm_evaluators_status(evaluator, tmp_path, kern
 @gpu
 def test_compile_baseline_and_speedup_vs_best(tmp_path):
     task = example_task("softmax")
-    with Evaluator(work_dir=tmp_path) as ev:
+    with Evaluator(work_dir=tmp_path, baselines=("eager", "compile")) as ev:
         assert ev.baselines == ("eager", "compile")
         v = ev.validate_task(task)
         assert v.ok and v.reference_timing is not None
