@@ -180,11 +180,19 @@ def _candidate_line(exc: BaseException, source_lines: list[str]) -> int | None:
     if isinstance(exc, SyntaxError) and exc.filename and exc.filename.endswith(CANDIDATE_FILE):
         return exc.lineno
     node = getattr(exc, "node", None)
-    if _COMPILE_ERRORS and isinstance(exc, _COMPILE_ERRORS) and node is not None and jit_fn is not None:
-        start = getattr(jit_fn, "def_file_line_number", None) or getattr(jit_fn, "starting_line_number", None)
+    src = getattr(exc, "src", None)
+    if _COMPILE_ERRORS and isinstance(exc, _COMPILE_ERRORS) and node is not None and isinstance(src, str):
+        # The error's line is relative to the kernel's own source, whose first line differs
+        # across Triton versions (decorator or def): find that line's text in the file instead.
         rel = getattr(node, "lineno", None)
-        if start and rel:
-            return start + rel - 1
+        src_lines = src.split("\n")
+        if rel and 1 <= rel <= len(src_lines) and src_lines[rel - 1].strip():
+            wanted = src_lines[rel - 1].strip()
+            start = getattr(jit_fn, "starting_line_number", None) or 1
+            hits = [k for k, text in enumerate(source_lines, start=1) if text.strip() == wanted]
+            after = [k for k in hits if k >= start]
+            if after or hits:
+                return (after or hits)[0]
     return line
 
 

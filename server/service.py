@@ -460,7 +460,7 @@ class Service:
 
     def skill_memory(self, task_id: str | None, token_budget: int, include_candidates: bool,
                      include_signatures: bool = False) -> SkillMemoryResult:
-        source = self._task(task_id)["source"] if task_id else None
+        source = self._task(task_id)["source"] if task_id is not None else None
         return self.memory.view(source, token_budget, include_candidates, include_signatures)
 
     def synthesize(self, n_seeds: int, n_ops: int, seed: int | None) -> SynthesisResult:

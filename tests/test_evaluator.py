@@ -227,3 +227,24 @@ def test_error_inside_a_kernel_body_is_a_compile_error_at_the_kernel_line(evalua
 def test_host_memory_exhaustion_is_oom(evaluator):
     result = evaluator.evaluate(example_task("softmax"), (CANDIDATES / "host_oom.py").read_text())
     assert result.status is Status.oom, result.feedback()
+
+
+def test_gpu_compile_error_points_at_the_kernel_line():
+    """Triton's CompilationError numbers lines within the kernel; feedback gives the file's line."""
+    import ast
+
+    from triton.compiler.errors import CompilationError
+
+    from adaexplore.evaluator import harness
+
+    source = (CANDIDATES / "kernel_compile_error.py").read_text()
+    kernel_src = source[source.index("def k("):source.index("class ModelNew")]
+    call = next(n for n in ast.walk(ast.parse(kernel_src)) if isinstance(n, ast.Call)
+                and getattr(n.func, "attr", "") == "exp")
+    try:
+        raise CompilationError(kernel_src, call, "TypeError('exp() takes 1 positional argument')")
+    except CompilationError as exc:
+        info = harness.error_info(exc, source)
+        status = harness.classify(exc, "run")
+    assert "tl.exp(x, 3, 4)" in info["source_line"]
+    assert status is Status.compile_error
