@@ -21,7 +21,8 @@ import torch
 
 from . import jobs, lint
 from .pool import WorkerResult
-from .service import NO_GPU_NOTE, Evaluator, Reference, _method, _worker_failure
+from .service import NO_GPU_NOTE, Evaluator, Reference
+from .verdict import timing_method, worker_failure
 from .task import Task, load_task_file, source_hash
 from .timing import summarize
 from .types import ErrorInfo, EvalResult, Protocol, Status, to_json
@@ -66,7 +67,7 @@ def evaluate_cold(task: Task, source: str, protocol: Protocol | None = None, dev
     # The reference: trials, then its timing (a standard harness measures it every time).
     ref = Reference()
     res = _in_process(jobs.run_reference, {**base, "kind": "reference", "check_run": timed}, t0)
-    ref.error = _worker_failure(res, subject="reference")
+    ref.error = worker_failure(res, subject="reference")
     for head, tensors in res.messages:
         kind = head.get("kind")
         if kind == "trial":
@@ -81,10 +82,10 @@ def evaluate_cold(task: Task, source: str, protocol: Protocol | None = None, dev
             ref.check_outputs = tensors
     if ref.error is None and timed:
         tres = _in_process(jobs.run_timing, {**base, "kind": "timing"}, t0)
-        ref.error = _worker_failure(tres, subject="reference timing")
+        ref.error = worker_failure(tres, subject="reference timing")
         msg = tres.first("timing")
         if ref.error is None and msg:
-            ref.timing = summarize(msg[0]["event_ms"], protocol.trim_fraction, method=_method(msg[0]))
+            ref.timing = summarize(msg[0]["event_ms"], protocol.trim_fraction, method=timing_method(msg[0]))
     if ref.error is not None:
         return done(EvalResult(status=Status.infra_error, error=ErrorInfo(
             error_class="ReferenceError", message="the task's reference failed: " + ref.error.message)))

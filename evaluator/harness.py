@@ -16,7 +16,7 @@ import types
 
 import torch
 
-from . import guards, timing, wire
+from . import guards, wire
 from .types import Protocol, Status
 
 CANDIDATE_FILE = "candidate.py"
@@ -26,10 +26,15 @@ CHECK_RUN = 1_000_003  # index of the run after timing whose output is verified
 
 
 class Reporter:
-    def __init__(self, fd: int) -> None:
+    """Writes the harness's messages; each carries the job's nonce, which the parent checks."""
+
+    def __init__(self, fd: int, nonce: str | None = None) -> None:
         self.fd = fd
+        self.nonce = nonce
 
     def send(self, header: dict, tensors: list[torch.Tensor] | None = None) -> None:
+        if self.nonce is not None:
+            header = {**header, "nonce": self.nonce}
         metas, blobs = [], []
         for t in tensors or []:
             meta, raw = wire.encode_tensor(t)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import secrets
 import logging
 import os
 import subprocess
@@ -40,8 +41,12 @@ class WorkerResult:
         return [(h, t) for h, t in self.messages if h.get("kind") == kind]
 
 
-def decode_messages(payload: bytes) -> tuple[list[tuple[dict, list]], str | None]:
-    """Split a worker's byte stream into (header, tensors) messages; stops at the first bad one."""
+def decode_messages(payload: bytes, nonce: str | None = None) -> tuple[list[tuple[dict, list]], str | None]:
+    """Split a worker's byte stream into (header, tensors) messages; stops at the first bad one.
+
+    With a nonce, every message must carry it: frames written by anything but the harness
+    (which got the nonce with its job) make the whole report suspect.
+    """
     out: list[tuple[dict, list]] = []
     try:
         frames = wire.split_frames(payload)
@@ -50,6 +55,8 @@ def decode_messages(payload: bytes) -> tuple[list[tuple[dict, list]], str | None
     for frame in frames:
         try:
             head, blobs = wire.unpack(frame)
+            if nonce is not None and head.get("nonce") != nonce:
+                raise wire.WireError("a message without the job's nonce")
             metas = head.get("tensors", [])
             if not isinstance(metas, list) or len(metas) != len(blobs):
                 raise wire.WireError("tensor count mismatch")
@@ -71,6 +78,7 @@ class WorkerPool:
         self.visible_devices = visible_devices
         self._lock = threading.Lock()
         self._pending: dict[str, Future] = {}
+        self._nonces: dict[str, str] = {}
         self._ids = itertools.count(1)
         self._proc: subprocess.Popen | None = None
         self._reader: threading.Thread | None = None
@@ -129,11 +137,13 @@ class WorkerPool:
             fut.set_result(_infra(str(exc)))
             return fut
         job_id = f"j{next(self._ids)}"
+        nonce = secrets.token_hex(16)
         frame = wire.pack({"op": "run", "job_id": job_id, "timeout_s": timeout_s,
-                           "job": {**job, "work_dir": self.work_dir}})
+                           "job": {**job, "work_dir": self.work_dir, "nonce": nonce}})
         with self._lock:
             proc = self._proc
             self._pending[job_id] = fut
+            self._nonces[job_id] = nonce
             try:
                 proc.stdin.write(frame)
                 proc.stdin.flush()
@@ -158,9 +168,10 @@ class WorkerPool:
                     self._ready.set()
                     continue
                 fut = self._pending.pop(head.get("job_id"), None)
+                nonce = self._nonces.pop(head.get("job_id"), None)
                 if fut is None:
                     continue
-                messages, err = decode_messages(bytes(blobs[0]) if blobs else b"")
+                messages, err = decode_messages(bytes(blobs[0]) if blobs else b"", nonce)
                 fut.set_result(WorkerResult(
                     exit_code=head.get("exit_code"), signal=head.get("signal"),
                     timed_out=bool(head.get("timed_out")), elapsed_s=float(head.get("elapsed_s", 0.0)),

@@ -10,7 +10,6 @@ import fcntl
 import logging
 import os
 import re
-import signal
 import tempfile
 import threading
 import time
@@ -22,11 +21,12 @@ import torch
 
 from . import lint
 from .baselines import BASELINES, BaselineKey, Baselines, BaselineStore
-from .compare import compare_outputs, zeros_pass
+from .compare import compare_outputs
 from .pool import WorkerPool, WorkerResult
 from .task import Task, source_hash
 from .timing import summarize
 from .types import ErrorInfo, EvalResult, Protocol, Status, TaskFlag, TaskValidation, TimingStats
+from .verdict import candidate_failure, degenerate_flags, timing_method, worker_failure
 
 log = logging.getLogger("adaexplore.evaluator")
 
@@ -219,7 +219,7 @@ class Evaluator:
         t0 = time.monotonic()
         ref = Reference()
         res = self._run_shared(self._job("reference", task, protocol, check_run=self.timed), protocol.timeout_s)
-        ref.error = _worker_failure(res, subject="reference")
+        ref.error = worker_failure(res, subject="reference")
         if ref.error is None:
             for head, tensors in res.messages:
                 kind = head.get("kind")
@@ -243,7 +243,7 @@ class Evaluator:
         elif ref.error is None and self.timed:  # a worker without the check run: time as before
             with self.gpu_lock():
                 tres = self._run(self._job("timing", task, protocol), protocol.timeout_s)
-            ref.error = _worker_failure(tres, subject="reference timing")
+            ref.error = worker_failure(tres, subject="reference timing")
             timing_msg = tres.first("timing")
             if ref.error is None and timing_msg:
                 ref.timing = summarize(timing_msg[0]["event_ms"], protocol.trim_fraction)
@@ -261,7 +261,7 @@ class Evaluator:
         ref = self.reference(task, protocol)
         if ref.error is not None:
             return TaskValidation(ok=False, error=ref.error, device=self.device, elapsed_s=ref.elapsed_s)
-        flags = [TaskFlag.model_validate(f) for f in ref.flags] + _degenerate_flags(ref, protocol)
+        flags = [TaskFlag.model_validate(f) for f in ref.flags] + degenerate_flags(ref, protocol)
         first = ref.outputs[0] if ref.outputs else []
         return TaskValidation(
             ok=True, flags=flags, output_shapes=[list(o.shape) for o in first],
@@ -284,13 +284,13 @@ class Evaluator:
         if not got.has(["eager"]):
             with self.gpu_lock():
                 tres = self._run(self._job("timing", task, protocol), protocol.timeout_s)
-            ref.error = _worker_failure(tres, subject="reference timing")
+            ref.error = worker_failure(tres, subject="reference timing")
             msg = tres.first("timing")
             if ref.error is None and msg is None:
                 ref.error = ErrorInfo(error_class="RuntimeError", message="reference timing produced no result")
             if ref.error is not None:
                 return
-            got.eager = summarize(msg[0]["event_ms"], protocol.trim_fraction, method=_method(msg[0]))
+            got.eager = summarize(msg[0]["event_ms"], protocol.trim_fraction, method=timing_method(msg[0]))
             got.measured = tuple(sorted(set(got.measured) | {"eager"}))
             changed = True
         if "compile" in self.baselines and not got.has(["compile"]):
@@ -318,7 +318,7 @@ class Evaluator:
         limit = max(protocol.timeout_s, 300.0)
         # Compiling outside the lock fills the on-disk caches; the timed process reuses them.
         cres = self._run_shared(self._job("timing", task, protocol, time=False, **extra), limit)
-        err = _worker_failure(cres, subject="torch.compile of the reference")
+        err = worker_failure(cres, subject="torch.compile of the reference")
         msg = cres.first("checked")
         if err is None and msg is None:
             err = ErrorInfo(error_class="RuntimeError", message="no output from the compiled reference")
@@ -330,14 +330,14 @@ class Evaluator:
             return None, f"torch.compile output differs from eager: {verdict.message}", False
         with self.gpu_lock():
             tres = self._run(self._job("timing", task, protocol, **extra), limit)
-        err = _worker_failure(tres, subject="timing of the compiled reference")
+        err = worker_failure(tres, subject="timing of the compiled reference")
         msg = tres.first("timing")
         if err is None and msg is None:
             err = ErrorInfo(error_class="RuntimeError", message="no timing from the compiled reference")
         if err is not None:
             return None, f"torch.compile timing failed: {err.error_class}: {err.message[:300]}", err.error_class in (
                 "InfraError",)
-        return summarize(msg[0]["event_ms"], protocol.trim_fraction, method=_method(msg[0])), None, False
+        return summarize(msg[0]["event_ms"], protocol.trim_fraction, method=timing_method(msg[0])), None, False
 
     # --- profiling --------------------------------------------------------------------
     def profile(self, task: Task, source: str | None, protocol: Protocol | None = None):
@@ -393,7 +393,7 @@ class Evaluator:
     def _verdict(res: WorkerResult, ref: Reference, protocol: Protocol, issues) -> EvalResult:
         base = {"lint": issues, "trials": protocol.correctness_trials,
                 "stdout_tail": res.output_tail.strip()[-800:] or None}
-        failure = _candidate_failure(res)
+        failure = candidate_failure(res)
         if failure is not None:
             return EvalResult(**base, **failure)
         trials = res.all("trial")
@@ -435,7 +435,7 @@ class Evaluator:
     @staticmethod
     def _timing_verdict(res: WorkerResult, ref: Reference, protocol: Protocol, result: EvalResult) -> EvalResult:
         """The candidate's timing run, checked: its check-run output, its stream, its stats."""
-        failure = _candidate_failure(res)
+        failure = candidate_failure(res)
         if failure is not None:
             return result.model_copy(update=failure)
         msg = res.first("timing")
@@ -457,7 +457,7 @@ class Evaluator:
                 "error": ErrorInfo(error_class=verdict.status.value,
                                    message="output produced while timing (fresh inputs) differs from the reference: "
                                            + verdict.message)})
-        stats = summarize(head["event_ms"], protocol.trim_fraction, method=_method(head))
+        stats = summarize(head["event_ms"], protocol.trim_fraction, method=timing_method(head))
         synced = sorted(head.get("synced_ms") or [0.0])
         synced_median = synced[len(synced) // 2]
         if synced_median > ESCAPE_RATIO * stats.median_ms + ESCAPE_SLACK_MS:
@@ -473,96 +473,3 @@ class Evaluator:
                                          "compile_timing": ref.compile_timing, "compile_note": ref.compile_note,
                                          "speedup": speedup, "speedup_vs_best": speedup_vs_best,
                                          "flags_reset": flags})
-
-
-# --- interpreting worker results ------------------------------------------------------------
-
-def _method(head: dict) -> str:
-    method = head.get("method")
-    return method if method in ("cuda_events", "host_clock") else "cuda_events"
-
-
-def _worker_failure(res: WorkerResult, subject: str) -> ErrorInfo | None:
-    if res.infra:
-        return ErrorInfo(error_class="InfraError", message=res.infra)
-    if res.timed_out:
-        return ErrorInfo(error_class="Timeout", message=f"the {subject} exceeded its time limit")
-    infra = res.first("infra")
-    if infra:
-        return ErrorInfo(error_class="InfraError", message=str(infra[0].get("message", ""))[:600])
-    err = res.first("error")
-    if err:
-        return ErrorInfo.model_validate(err[0]["error"])
-    if res.first("done") is None:
-        return ErrorInfo(error_class="WorkerDied", message=f"the {subject} process ended without finishing "
-                         f"(exit code {res.exit_code}, signal {res.signal}): {res.output_tail[-300:]}")
-    return None
-
-
-def _candidate_failure(res: WorkerResult) -> dict | None:
-    """Status fields for a worker that did not run to the end, or None."""
-    if res.infra:
-        return {"status": Status.infra_error, "error": ErrorInfo(error_class="InfraError", message=res.infra)}
-    if res.timed_out:
-        return {"status": Status.timeout, "error": ErrorInfo(
-            error_class="Timeout", message="the candidate exceeded the wall-clock limit and was killed")}
-    if res.decode_error:
-        return {"status": Status.cheat_detected,
-                "cheat_reason": f"the result channel carried data the harness did not write ({res.decode_error})"}
-    if res.overflow:
-        return {"status": Status.runtime_error, "error": ErrorInfo(
-            error_class="OutputTooLarge", message="the candidate's results exceeded the size limit")}
-    infra = res.first("infra")
-    if infra:
-        return {"status": Status.infra_error, "error": ErrorInfo(error_class="InfraError",
-                                                                 message=infra[0].get("message", ""))}
-    violation = res.first("violation")
-    if violation:
-        return {"status": Status.cheat_detected, "cheat_reason": violation[0].get("reason")}
-    err = res.first("error")
-    if err:
-        return {"status": Status(err[0]["status"]), "error": ErrorInfo.model_validate(err[0]["error"])}
-    if res.signal is not None:
-        name = signal.Signals(res.signal).name if res.signal in signal.Signals._value2member_map_ else res.signal
-        tail = res.output_tail
-        status = Status.cuda_error if "CUDA" in tail else (
-            Status.oom if res.signal == signal.SIGKILL else Status.runtime_error)
-        return {"status": status, "error": ErrorInfo(
-            error_class="WorkerCrashed", message=f"the candidate's process died with signal {name}")}
-    return None
-
-
-def _degenerate_flags(ref: Reference, protocol: Protocol) -> list[TaskFlag]:
-    flags: list[TaskFlag] = []
-    outs = [o for trial in ref.outputs for o in trial]
-    if not outs:
-        return flags
-    floats = [o for o in outs if o.is_floating_point()]
-    if any(bool(torch.isnan(o).any()) for o in floats):
-        flags.append(TaskFlag(code="nan_in_reference", message="the reference output contains NaN"))
-    if all(not bool(o.any()) for o in outs):
-        flags.append(TaskFlag(code="all_zeros", message="the reference output is all zeros: a kernel that "
-                                                        "writes zeros passes"))
-    elif len(ref.outputs) > 1 and all(
-            o0.shape == o1.shape and bool(torch.equal(o0, o1)) for o0, o1 in zip(ref.outputs[0], ref.outputs[1])):
-        flags.append(TaskFlag(code="constant_output", message="the output does not change with the inputs"))
-    first = ref.outputs[0]
-    for i, o in enumerate(first):
-        for j, x in enumerate(ref.inputs):
-            if o.shape == x.shape and o.dtype == x.dtype and compare_outputs([o], [x], protocol.tolerance).status \
-                    is Status.correct:
-                flags.append(TaskFlag(code="equals_input",
-                                      message=f"output {i} equals input {j}: returning the input passes"))
-                break
-    if all(not flag.code == "all_zeros" for flag in flags) and all(
-            zeros_pass(trial, protocol.tolerance) for trial in ref.outputs):
-        flags.append(TaskFlag(code="zeros_pass", message="the outputs are so small that all zeros pass the "
-                                                         f"tolerance (atol {protocol.tolerance.atol})"))
-    if ref.repeat and len(ref.repeat) == len(first):
-        verdict = compare_outputs(ref.repeat, first, protocol.tolerance)
-        if verdict.status is not Status.correct:
-            flags.append(TaskFlag(code="random_in_forward", message="two runs on the same inputs disagree: "
-                                                                    "the forward uses random state"))
-        elif not all(bool(torch.equal(a, b)) for a, b in zip(ref.repeat, first)):
-            flags.append(TaskFlag(code="nondeterministic", message="two runs on the same inputs differ slightly"))
-    return flags

@@ -128,7 +128,7 @@ class Zygote:
 
             runner = {"reference": jobs.run_reference, "candidate": jobs.run_candidate,
                       "timing": jobs.run_timing, "profile": profiling.run_profile}[job["kind"]]
-            runner(job, Reporter(w))
+            runner(job, Reporter(w, job.get("nonce")))
             code = 0
         except BaseException:  # noqa: BLE001 - the parent reads the exit code
             import traceback

@@ -1,0 +1,95 @@
+"""Shared building blocks of the static checks: findings, kernel facts and pure AST helpers.
+
+Nothing here looks at the installed libraries; every other ``lint_*`` module builds on it.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+
+from .types import LintIssue, Status
+
+ERROR_PREFIX = "error: "
+WARNING_PREFIX = "warning: "
+
+
+@dataclass
+class _Finding:
+    line: int
+    message: str
+    construct: str
+    severity: str  # "error" | "warning"
+    status: Status | None = None  # the fatal status an error maps to
+    hint: str | None = None
+    error_class: str = "LintError"
+
+    def issue(self) -> LintIssue:
+        prefix = ERROR_PREFIX if self.severity == "error" else WARNING_PREFIX
+        msg = self.message + (f" ({self.hint})" if self.hint else "")
+        return LintIssue(line=self.line, message=prefix + msg, construct=self.construct)
+
+
+@dataclass
+class _JitInfo:
+    node: ast.FunctionDef
+    top_level: bool
+    params: list[str]
+    constexpr_params: set[str]
+    locals: set[str]
+    tensors: set[str]
+    extra_decorators: bool  # autotune / heuristics / unknown decorators supply arguments
+
+
+# --------------------------------------------------------------------------------------------
+# AST helpers.
+# --------------------------------------------------------------------------------------------
+
+
+def _dotted(node: ast.AST) -> list[str] | None:
+    """['a', 'b', 'c'] for the expression a.b.c, else None."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+        return parts[::-1]
+    return None
+
+
+def _is_pow2(n: int) -> bool:
+    return n > 0 and (n & (n - 1)) == 0
+
+
+def _int_literal(node: ast.AST) -> int | None:
+    if isinstance(node, ast.Constant) and type(node.value) is int:
+        return node.value
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        v = _int_literal(node.operand)
+        return -v if v is not None else None
+    return None
+
+
+def _is_literal(node: ast.AST) -> bool:
+    if isinstance(node, ast.Constant):
+        return True
+    if isinstance(node, ast.UnaryOp):
+        return _is_literal(node.operand)
+    if isinstance(node, ast.BinOp):
+        return _is_literal(node.left) and _is_literal(node.right)
+    if isinstance(node, ast.Tuple):
+        return all(_is_literal(e) for e in node.elts)
+    return False
+
+
+def _names_in(node: ast.AST) -> set[str]:
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+
+
+def _stored_names(node: ast.AST) -> set[str]:
+    out: set[str] = set()
+    for n in ast.walk(node):
+        if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del)):
+            out.add(n.id)
+    return out
