@@ -22,8 +22,17 @@ def _venv_with_current_deps(path: Path) -> Path:
     py = path / "bin" / "python"
     site = subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                           check=True, capture_output=True, text=True).stdout.strip()
-    deps = [sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]]
-    Path(site, "outer_env.pth").write_text("\n".join(sorted(set(deps))) + "\n")
+    # Link the current environment's packages one by one, leaving out any install of this project.
+    deps = path / "deps"
+    deps.mkdir()
+    for lib in {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}:
+        for entry in Path(lib).iterdir():
+            name = entry.name.lower()
+            if name.startswith(("adaexplore", "__editable__")) or name.endswith(".pth"):
+                continue
+            if not (deps / entry.name).exists():
+                (deps / entry.name).symlink_to(entry)
+    Path(site, "outer_env.pth").write_text(f"{deps}\n")
     return py
 
 
