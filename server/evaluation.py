@@ -1,4 +1,4 @@
-"""The evaluator of a server process, created on first use (importing torch takes seconds)."""
+"""The evaluators of a server process (one pool per GPU), created on first use (importing torch takes seconds)."""
 
 from __future__ import annotations
 
@@ -21,11 +21,14 @@ class EvaluatorHolder:
         if self._evaluator is None:
             with self._lock:
                 if self._evaluator is None:
-                    from ..evaluator.service import Evaluator
+                    from ..evaluator.fleet import EvaluatorFleet
 
+                    # One evaluation pool per visible GPU (or the one named by --device); a CPU-only
+                    # machine gets a single pool that runs kernels through Triton's interpreter.
                     self.config.work_dir.mkdir(parents=True, exist_ok=True)
-                    self._evaluator = Evaluator(device=self.config.device, work_dir=self.config.work_dir,
-                                                max_parallel=self.config.max_parallel)
+                    devices = [self.config.device] if self.config.device else None
+                    self._evaluator = EvaluatorFleet(devices=devices, work_dir=self.config.work_dir,
+                                                     max_parallel=self.config.max_parallel)
         return self._evaluator
 
     @property

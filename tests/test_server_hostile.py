@@ -37,7 +37,10 @@ def cases(tid: str):
             lambda v: v is not None)})),
         st.tuples(st.just("evaluate_kernel"), st.fixed_dictionaries({"task_id": bad_id, "source": st.text(max_size=50)})),
         st.tuples(st.just("evaluate_kernel"), st.fixed_dictionaries({"task_id": st.just(tid), "source": st.text(max_size=30),
-                                                                     "expansion_id": st.text(max_size=30)})),
+                                                                     "expansion_id": st.text(max_size=30).filter(
+                                                                         # the SDK reads the string "null" as JSON null,
+                                                                         # which means "no expansion" and is valid
+                                                                         lambda v: v.strip() != "null")})),
         st.tuples(st.just("register_task"), st.fixed_dictionaries({"source": st.text(max_size=200)})),
         st.tuples(st.just("register_task"), st.fixed_dictionaries({"source": st.just(SOFTMAX), "search": st.fixed_dictionaries(
             {"c_explore": st.floats(max_value=-0.01, allow_infinity=False) | st.just("x")})})),

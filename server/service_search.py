@@ -1,0 +1,180 @@
+"""Growing the tree: expansions, candidate submission (whole source or edits) and background evaluation.
+
+Evaluations run on a thread pool; the jobs map tracks those in flight so a duplicate submission
+can wait on the same job. Mixed into Service, which owns the state declared below.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import uuid
+from concurrent.futures import Future, ThreadPoolExecutor
+
+from mcp.server.mcpserver.exceptions import ToolError
+
+from ..evaluator.task import Task, source_hash
+from ..evaluator.types import ErrorInfo, EvalResult, Protocol, Status
+from ..search import (
+    SearchParams,
+    budget_left,
+    choose_action,
+    large_step_context,
+    reward_for,
+    select,
+    small_step_context,
+)
+from . import texts
+from .edits import EditError, apply_edits
+from .memory import MemoryAdapter
+from .models import MAX_SOURCE_CHARS, ContextNode, Edit, EvaluateResult, ExpandResult
+from .service_tree import TreeOps, _runtime_ms, _status
+from .store import root_id
+
+log = logging.getLogger("adaexplore.server")
+
+
+class SearchOps(TreeOps):
+    """Expansion, submission and evaluation of candidates."""
+
+    memory: MemoryAdapter
+    rng: random.Random
+    _rng_lock: threading.Lock
+    _pool: ThreadPoolExecutor
+    _jobs: dict[str, Future]
+    _jobs_lock: threading.Lock
+    _expand_lock: threading.Lock
+
+    def expand(self, task_id: str, caller: str) -> ExpandResult:
+        params, _, _ = self._params(task_id)
+        with self._expand_lock:  # one selection at a time per process; the DB orders processes
+            index, entry = self._index(task_id)
+            left = budget_left(index, params)
+            if left is not None and left <= 0:
+                return ExpandResult(task_id=task_id, budget_exhausted=True, budget_left=0,
+                                    instructions=texts.BUDGET_EXHAUSTED)
+            with self._rng_lock:
+                sel = select(index, params, self.rng)
+                action = choose_action(index, sel.node_id, params, self.rng)
+                ctx_ids = (small_step_context(index, sel.node_id, params) if action == "small"
+                           else large_step_context(index, sel.node_id, params, self.rng))
+            expansion_id = "x" + uuid.uuid4().hex[:12]
+            expires = self.store.create_expansion(expansion_id=expansion_id, task_id=task_id, node_id=sel.node_id,
+                                                  action=action, created_by=caller, ttl_s=params.expansion_ttl_s)
+        parent = self.store.get_node(sel.node_id)
+        assert parent is not None
+        parent_ctx = ContextNode(node_id=parent["id"], action=parent["action"], status=_status(parent["status"]),
+                                 speedup=parent["speedup"], feedback=parent["feedback"], code=parent["source"])
+        ctx_ids = [i for i in ctx_ids if i != sel.node_id] if action == "large" else ctx_ids
+        details = self.store.node_details(ctx_ids)
+        codes = self.store.node_sources(ctx_ids) if action == "large" else {}
+        ctx_nodes = [ContextNode(node_id=i, action=details[i]["action"], status=_status(details[i]["status"]),
+                                 speedup=details[i]["speedup"], feedback=details[i]["feedback"], code=codes.get(i))
+                     for i in ctx_ids if i in details]
+        task_source = self.store.get_task(task_id)["source"]  # type: ignore[index]
+        return ExpandResult(
+            task_id=task_id, expansion_id=expansion_id, expires_at=expires, action=action,
+            instructions=texts.instructions(action, parent["action"] == "root"), parent=parent_ctx,
+            history=ctx_nodes if action == "small" else [], pool=ctx_nodes if action == "large" else [],
+            memory=self.memory.render(task_source, 1500),
+            hardware=self.evaluators.hardware(), budget_left=max(0, left - 1) if left is not None else -1)
+
+    # -- evaluation ---------------------------------------------------------------
+
+    def submit(self, *, task_id: str, source: str | None, edits: list[Edit] | None, parent_node_id: str | None,
+               expansion_id: str | None, caller: str) -> tuple[str, Future | None, bool]:
+        """Attach a candidate to the tree and start its evaluation. Returns (node_id, job, duplicate)."""
+        self._task(task_id)
+        params, protocol, name = self._params(task_id)
+        parent_id, action = root_id(task_id), "large"
+        if expansion_id is not None:
+            exp = self.store.get_expansion(expansion_id)
+            if exp is None or exp["task_id"] != task_id:
+                raise ToolError(f"unknown expansion_id {expansion_id!r} for this task; call expand_node to get one, "
+                                "or omit it")
+            if exp["consumed"]:
+                raise ToolError(f"expansion {expansion_id} was already used (node {exp['result_node_id']}); call "
+                                "expand_node again, or pass parent_node_id instead")
+            if parent_node_id is not None and parent_node_id != exp["node_id"]:
+                raise ToolError(f"expansion {expansion_id} is for node {exp['node_id']}, not {parent_node_id}; "
+                                "drop parent_node_id or the expansion_id")
+            parent_id, action = exp["node_id"], exp["action"]
+        elif parent_node_id is not None:
+            parent_id, action = parent_node_id, "small"
+        parent = self.store.get_node(parent_id, with_source=edits is not None)
+        if parent is None or parent["task_id"] != task_id:
+            raise ToolError(f"unknown parent_node_id {parent_id!r} for task {task_id}")
+        if parent["status"] == "infra_error":
+            raise ToolError(f"node {parent_id} failed for infrastructure reasons and is not in the search; "
+                            "resubmit its code, or pick another parent")
+        if (source is None) == (edits is None):
+            raise ToolError("give exactly one of 'source' (the full candidate) or 'edits' (exact replacements "
+                            "against the parent node's code)")
+        if edits is not None:
+            if not edits:
+                raise ToolError("'edits' is empty; give at least one {old, new} replacement")
+            if parent_node_id is None and expansion_id is None:
+                raise ToolError("edits need a parent: pass parent_node_id or expansion_id")
+            try:
+                source = apply_edits(parent["source"], edits)
+            except EditError as exc:
+                raise ToolError(str(exc)) from None
+            if len(source) > MAX_SOURCE_CHARS:
+                raise ToolError(f"the edited source exceeds {MAX_SOURCE_CHARS} characters")
+        assert source is not None
+        if not source.strip():
+            raise ToolError("the candidate source is empty; send a module that defines class ModelNew")
+        h = source_hash(source)
+        node, created = self.store.create_node(task_id=task_id, parent_id=parent_id, action=action, source=source,
+                                               source_hash=h, created_by=caller, expansion_id=expansion_id)
+        node_id = node["id"]
+        if not created:
+            with self._jobs_lock:
+                return node_id, self._jobs.get(node_id), True
+        task = Task(name=name, source=self.store.get_task(task_id)["source"], protocol=protocol)  # type: ignore[index]
+        job = self._pool.submit(self._evaluate, task_id, node_id, task, source, protocol, params, caller)
+        with self._jobs_lock:
+            self._jobs[node_id] = job
+        job.add_done_callback(lambda _f, n=node_id: self._forget(n))
+        return node_id, job, False
+
+    def _forget(self, node_id: str) -> None:
+        with self._jobs_lock:
+            self._jobs.pop(node_id, None)
+
+    def _evaluate(self, task_id: str, node_id: str, task: Task, source: str, protocol: Protocol,
+                  params: SearchParams, caller: str) -> None:
+        try:
+            result = self.evaluators.get().evaluate(task, source, protocol)
+        except Exception as exc:  # the evaluator promises not to raise; if it does, it is our fault
+            log.exception("evaluator crashed on %s", node_id)
+            result = EvalResult(status=Status.infra_error, error=ErrorInfo(
+                error_class="InfraError", message=f"the evaluator failed ({type(exc).__name__}); resubmit to retry"))
+        status = result.status.value
+        infra = result.status is Status.infra_error
+        reward = None if infra else reward_for(params, status, result.speedup)
+        self.store.finish_node(node_id, status=status, result=result.model_dump(mode="json", exclude_none=True),
+                               feedback=result.feedback(), speedup=result.speedup, reward=reward)
+        if infra:
+            return
+        try:
+            if result.ok:
+                self.memory.note_correct(task_id, node_id, source)
+            else:
+                self.memory.experience(task_id, node_id, result, caller)
+        except Exception:  # memory is advisory; never lose a result over it
+            log.exception("skill memory update failed for %s", node_id)
+
+    def node_result(self, node_id: str, duplicate: bool = False) -> EvaluateResult:
+        node = self.store.get_node(node_id, with_source=False)
+        assert node is not None
+        task_id = node["task_id"]
+        params, _, _ = self._params(task_id)
+        index, entry = self._index(task_id)
+        left = budget_left(index, params)
+        return EvaluateResult(
+            task_id=task_id, node_id=node_id, parent_id=node["parent_id"], status=_status(node["status"]),
+            duplicate=duplicate, feedback=node["feedback"] if node["status"] else texts.PENDING,
+            speedup=node["speedup"], reward=node["reward"], runtime_ms=_runtime_ms(node["result"]),
+            best=self._best(index, entry), budget_left=left if left is not None else -1)

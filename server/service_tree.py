@@ -1,0 +1,271 @@
+"""Tasks and the search tree as the tools read them: registration, listing, nodes, summaries, best candidates.
+
+Also the per-task search index (built once per tree version, virtual loss added per call), which
+expansion and evaluation reuse. Mixed into Service, which owns the state declared below.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+from mcp.server.mcpserver.exceptions import ToolError
+from pydantic import ValidationError
+
+from ..evaluator.task import Task, TaskError, check_task_source, source_hash, task_name_from_path
+from ..evaluator.types import TOLERANCE_PROFILES, Protocol
+from ..search import NodeView, PendingView, SearchParams, TreeIndex, best_nodes, budget_left
+from . import texts
+from .config import ServerConfig
+from .evaluation import EvaluatorHolder
+from .models import (
+    MAX_SOURCE_CHARS,
+    BestCandidatesResult,
+    Candidate,
+    Flag,
+    ListTasksResult,
+    NodeBrief,
+    NodeInfo,
+    ProtocolOverrides,
+    RegisterTaskResult,
+    SearchOverrides,
+    TaskInfo,
+    TreeSummary,
+)
+from .store import Store, root_id
+from .treecache import TreeCache
+
+log = logging.getLogger("adaexplore.server")
+
+DEFAULT_STEP_BUDGET = 100
+ROOT_STATUS = "reference"
+DEGENERATE_FLAGS = frozenset({"nan_in_reference", "all_zeros", "constant_output", "equals_input", "zeros_pass",
+                              "random_in_forward"})
+"""Validation flags that make a synthesized task useless: a trivial kernel would pass it."""
+
+
+def _status(s: str | None) -> str:
+    return "pending" if s is None else s
+
+
+def _runtime_ms(result: dict[str, Any] | None) -> float | None:
+    timing = (result or {}).get("timing") or {}
+    return timing.get("mean_ms")
+
+
+class TreeOps:
+    """Task registration and read-only views of the tree."""
+
+    config: ServerConfig
+    store: Store
+    cache: TreeCache
+    evaluators: EvaluatorHolder
+    _params_cache: dict[str, tuple[SearchParams, Protocol, str]]
+
+    # -- tasks --------------------------------------------------------------------
+
+    def _task(self, task_id: str) -> dict[str, Any]:
+        task = self.store.get_task(task_id)
+        if task is None:
+            raise ToolError(f"unknown task_id {task_id!r}; call list_tasks to see registered tasks "
+                            "or register_task to add one")
+        return task
+
+    def _params(self, task_id: str) -> tuple[SearchParams, Protocol, str]:
+        cached = self._params_cache.get(task_id)
+        if cached is None:
+            task = self._task(task_id)
+            cached = (SearchParams(**(task["params"] or {})), Protocol(**(task["protocol"] or {})), task["name"])
+            self._params_cache[task_id] = cached
+        return cached
+
+    def _read_task_path(self, path: str) -> tuple[str, str]:
+        if not self.config.task_roots:
+            raise ToolError("reading task files is disabled on this server (no --task-root); pass the source text")
+        p = Path(path).expanduser()
+        try:
+            resolved = p.resolve(strict=True)
+        except (OSError, RuntimeError):
+            raise ToolError(f"task file {path!r} not found") from None
+        roots = [Path(r).resolve() for r in self.config.task_roots]
+        if not any(resolved.is_relative_to(r) for r in roots):
+            raise ToolError(f"{path!r} is outside the task roots ({', '.join(map(str, roots))}); "
+                            "pass a path inside one of them, or the source text")
+        if not resolved.is_file() or resolved.stat().st_size > MAX_SOURCE_CHARS:
+            raise ToolError(f"{path!r} is not a regular file of at most {MAX_SOURCE_CHARS} bytes")
+        try:
+            return resolved.read_text(), task_name_from_path(resolved)
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ToolError(f"cannot read {path!r}: {exc}") from None
+
+    def register_task(self, *, source: str | None, path: str | None, name: str | None,
+                      search: SearchOverrides | None, protocol: ProtocolOverrides | None,
+                      caller: str, synthetic: bool = False) -> RegisterTaskResult:
+        if (source is None) == (path is None):
+            raise ToolError("give exactly one of 'source' (the reference module text) or 'path' (a file inside "
+                            "a task root)")
+        default_name = "task"
+        if path is not None:
+            source, default_name = self._read_task_path(path)
+        assert source is not None
+        try:
+            check_task_source(source)
+        except TaskError as exc:
+            raise ToolError(f"bad task: {exc}") from None
+        params = self._search_params(search)
+        proto = self._protocol(protocol)
+        task = Task(name=(name or default_name)[:200], source=source, protocol=proto)
+        task_id = task.task_id
+        existing = self.store.get_task(task_id)
+        if existing is None:
+            evaluator = self.evaluators.get()
+            try:
+                validation = evaluator.validate_task(task)
+            except Exception as exc:  # our fault, not the task's
+                log.exception("validation crashed")
+                raise ToolError(f"the server could not validate the task ({type(exc).__name__}); retry later") from exc
+            if not validation.ok:
+                err = validation.error
+                detail = f"{err.error_class}: {err.message}" + (f" (line {err.line})" if err.line else "") if err else ""
+                raise ToolError(f"bad task: the reference does not run: {detail}. Fix the module and register again")
+            degenerate = [f for f in validation.flags if f.code in DEGENERATE_FLAGS]
+            if synthetic and degenerate:
+                why = "; ".join(f"{f.code}: {f.message}" for f in degenerate)
+                raise ToolError(f"synthesized task rejected, it is degenerate ({why}). Change the computation so "
+                                "the output depends on every input and is not trivially matched, then register again")
+            vdump = validation.model_dump(mode="json", exclude_none=True)
+            flags = [f.code for f in validation.flags]
+            timing = validation.reference_timing
+            self.store.insert_task(
+                task_id=task_id, name=task.name, source=source, source_hash=source_hash(source), validation=vdump,
+                flags=flags, params=params.model_dump(exclude_defaults=True) | {"step_budget": params.step_budget},
+                protocol=proto.model_dump(mode="json"), created_by=caller, root_status=ROOT_STATUS,
+                root_speedup=1.0 if timing else None, root_reward=None,
+                root_result={"reference_timing": timing.model_dump(mode="json")} if timing else None,
+                synthetic=synthetic)
+            existing = self.store.get_task(task_id)
+            created = True
+        else:
+            created = False
+        assert existing is not None
+        v = existing["validation"] or {}
+        timing = v.get("reference_timing")
+        device = v.get("device", "cpu")
+        stored = SearchParams(**(existing["params"] or {}))
+        return RegisterTaskResult(
+            task_id=task_id, name=existing["name"], existing=not created, root_node_id=root_id(task_id),
+            synthetic=bool(existing.get("synthetic")),
+            flags=[Flag(code=f["code"], message=f["message"]) for f in v.get("flags", [])],
+            output_shapes=v.get("output_shapes", []),
+            baseline_ms=timing["mean_ms"] if timing else None,
+            baseline_note=None if timing else texts.no_timing_note(device),
+            device=device, max_steps=stored.step_budget or 0)
+
+    def _search_params(self, o: SearchOverrides | None) -> SearchParams:
+        values: dict[str, Any] = {"step_budget": DEFAULT_STEP_BUDGET}
+        if o is not None:
+            for k in ("c_explore", "c_expand", "p_large", "expansion_ttl_s", "reward"):
+                if getattr(o, k) is not None:
+                    values[k] = getattr(o, k)
+            if o.max_steps is not None:
+                values["step_budget"] = o.max_steps
+        try:
+            return SearchParams(**values)
+        except ValidationError as exc:
+            raise ToolError(f"bad search settings: {exc.errors()[0]['msg']} (reward is 'paper' or "
+                            "'log_speedup')") from None
+
+    def _protocol(self, o: ProtocolOverrides | None) -> Protocol:
+        if o is None:
+            return Protocol()
+        values: dict[str, Any] = {k: v for k, v in o.model_dump().items() if v is not None and k != "tolerance"}
+        if o.tolerance:
+            values["tolerance"] = TOLERANCE_PROFILES[o.tolerance]
+        return Protocol(**values)
+
+    def list_tasks(self) -> ListTasksResult:
+        return ListTasksResult(tasks=[
+            TaskInfo(task_id=t["id"], name=t["name"], nodes=t["nodes"], best_speedup=t["best_speedup"],
+                     flags=t["flags"], created_by=t["created_by"], synthetic=t["synthetic"])
+            for t in self.store.list_tasks()])
+
+    # -- the tree -----------------------------------------------------------------
+
+    def _index(self, task_id: str, with_pending: bool = True) -> tuple[TreeIndex, Any]:
+        """The task's search index: built once per tree version, then virtual loss added per call."""
+        try:
+            self.cache.rows(task_id)
+        except KeyError:
+            self._task(task_id)
+            raise
+        params, _, _ = self._params(task_id)
+        entry = self.cache.entry(task_id)
+
+        def build(rows: list) -> TreeIndex:
+            nodes = [NodeView(r.id, r.parent_id, r.action, None if r.action == "root" else r.status, r.speedup,
+                              r.seq) for r in rows]
+            return TreeIndex.build(nodes, [], params, time.time())
+
+        base = entry.memoized("index", build)
+        if not with_pending:
+            return base, entry
+        now = time.time()
+        pending = [PendingView(i, n, c) for i, n, c in self.store.open_expansions(task_id, now)]
+        return base.with_pending(pending, now), entry
+
+    def _brief(self, entry: Any, node_id: str) -> NodeBrief:
+        r = entry.rows[node_id]
+        return NodeBrief(node_id=r.id, parent_id=r.parent_id, action=r.action, status=_status(r.status),
+                         speedup=r.speedup, reward=r.reward)
+
+    def _best(self, index: TreeIndex, entry: Any) -> NodeBrief | None:
+        ids = entry.memoized(("best", 1), lambda _: best_nodes(index, 1))
+        return self._brief(entry, ids[0]) if ids else None
+
+    def get_node(self, node_id: str, include_code: bool) -> NodeInfo:
+        node = self.store.get_node(node_id, with_source=include_code)
+        if node is None:
+            raise ToolError(f"unknown node_id {node_id!r}; node ids look like '<task_id>-<n>' "
+                            "(see tree_summary or best_candidates)")
+        _, _, entry = self.cache.rows(node["task_id"])
+        return NodeInfo(
+            node_id=node["id"], task_id=node["task_id"], parent_id=node["parent_id"], action=node["action"],
+            status=_status(node["status"]), speedup=node["speedup"], reward=node["reward"], seq=node["seq"],
+            depth=entry.depth.get(node_id, 0), children=entry.children.get(node_id, 0),
+            feedback=node["feedback"], runtime_ms=_runtime_ms(node["result"]), created_by=node["created_by"],
+            code=node.get("source") if include_code else None)
+
+    def tree_summary(self, task_id: str, top: int) -> TreeSummary:
+        index, entry = self._index(task_id)
+        params, _, name = self._params(task_id)
+        def count(rows: list) -> dict[str, int]:
+            out: dict[str, int] = {}
+            for r in rows:
+                if r.action != "root":
+                    out[_status(r.status)] = out.get(_status(r.status), 0) + 1
+            return out
+
+        by_status = entry.memoized("by_status", count)
+        left = budget_left(index, params)
+        return TreeSummary(
+            task_id=task_id, name=name, nodes=len(entry.ordered) - 1, by_status=by_status,
+            open_expansions=index.live_pending, best=self._best(index, entry),
+            max_depth=entry.memoized("max_depth", lambda _: max(entry.depth.values(), default=0)),
+            steps_used=index.n_visible + index.live_pending, budget_left=left if left is not None else -1,
+            tree=entry.memoized(("tree", top), lambda _: texts.text_tree(entry, top)))
+
+    def best_candidates(self, task_id: str, k: int, include_code: bool) -> BestCandidatesResult:
+        index, entry = self._index(task_id, with_pending=False)
+        ids = entry.memoized(("best", k), lambda _: best_nodes(index, k))
+        codes = self.store.node_sources(ids) if include_code else {}
+        out = []
+        for i in ids:
+            b = self._brief(entry, i)
+            out.append(Candidate(**b.model_dump(), created_by="", code=codes.get(i)))
+        if ids:
+            who = self.store.node_details(ids)
+            out = [c.model_copy(update={"created_by": who[c.node_id]["created_by"]}) for c in out]
+        return BestCandidatesResult(task_id=task_id, candidates=out)
+

@@ -1,0 +1,55 @@
+"""Records the skill memory hands out: outcomes, served views, import summaries, errors."""
+
+from __future__ import annotations
+
+import time
+
+from pydantic import BaseModel, Field
+
+from .similarity import RuleView
+
+
+class UnknownRuleError(KeyError):
+    """No rule has this id."""
+
+
+class RecordOutcome(BaseModel):
+    rule_id: str
+    merged: bool
+    merged_into_text: str | None = None
+    count: int
+    active: bool
+    reason: str
+
+
+class SignatureCount(BaseModel):
+    signature: str
+    count: int
+    error_class: str
+    example: str
+    normalized: str
+
+
+class MemoryView(BaseModel):
+    rules: list[RuleView] = Field(default_factory=list)
+    rendered: str = ""
+    frequent_signatures: list[SignatureCount] = Field(default_factory=list)
+    threshold: int = 3
+    total_rules: int = 0
+    active_rules: int = 0
+    candidate_rules: int = 0
+    experiences: int = 0
+
+
+class ImportSummary(BaseModel):
+    rules_added: int = 0
+    rules_merged: int = 0
+    evidence_added: int = 0
+    experiences_added: int = 0
+    contradictions_added: int = 0
+    id_map: dict[str, str] = Field(default_factory=dict)
+
+
+def now() -> float:
+    """The clock every timestamp of the memory is taken from."""
+    return time.time()
