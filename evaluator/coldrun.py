@@ -65,21 +65,8 @@ def evaluate_cold(task: Task, source: str, protocol: Protocol | None = None, dev
         return done(EvalResult(status=static.status, error=static.error, lint=static.issues))
 
     # The reference: trials, then its timing (a standard harness measures it every time).
-    ref = Reference()
     res = _in_process(jobs.run_reference, {**base, "kind": "reference", "check_run": timed}, t0)
-    ref.error = worker_failure(res, subject="reference")
-    for head, tensors in res.messages:
-        kind = head.get("kind")
-        if kind == "trial":
-            ref.outputs.append(tensors)
-        elif kind == "inputs":
-            ref.inputs = tensors
-        elif kind == "repeat":
-            ref.repeat = tensors
-        elif kind == "ops":
-            ref.ops = list(head.get("ops", []))
-        elif kind == "check":
-            ref.check_outputs = tensors
+    ref = Reference.from_report(res)
     if ref.error is None and timed:
         tres = _in_process(jobs.run_timing, {**base, "kind": "timing"}, t0)
         ref.error = worker_failure(tres, subject="reference timing")

@@ -58,6 +58,31 @@ class Reference:
         times = [t.mean_ms for t in (self.timing, self.compile_timing) if t is not None and t.mean_ms > 0]
         return min(times) if times else None
 
+    @classmethod
+    def from_report(cls, res: WorkerResult) -> "Reference":
+        """Collect a reference worker's messages (outputs, inputs, ops, flags, device)."""
+        ref = cls(error=worker_failure(res, subject="reference"))
+        if ref.error is not None:
+            return ref
+        for head, tensors in res.messages:
+            kind = head.get("kind")
+            if kind == "trial":
+                ref.outputs.append(tensors)
+            elif kind == "inputs":
+                ref.inputs = tensors
+            elif kind == "repeat":
+                ref.repeat = tensors
+            elif kind == "ops":
+                ref.ops = list(head.get("ops", []))
+                ref.flags = list(head.get("flags", []))
+            elif kind == "check":
+                ref.check_outputs = tensors
+            elif kind == "device":
+                ref.device_info = {k: str(head.get(k, "")) for k in ("name", "torch", "triton")}
+            elif kind == "error":
+                ref.error = ErrorInfo.model_validate(head["error"])
+        return ref
+
 
 def _physical_memory() -> int:
     try:
@@ -217,27 +242,8 @@ class Evaluator:
 
     def _compute_reference(self, task: Task, protocol: Protocol, remeasure: bool = False) -> Reference:
         t0 = time.monotonic()
-        ref = Reference()
         res = self._run_shared(self._job("reference", task, protocol, check_run=self.timed), protocol.timeout_s)
-        ref.error = worker_failure(res, subject="reference")
-        if ref.error is None:
-            for head, tensors in res.messages:
-                kind = head.get("kind")
-                if kind == "trial":
-                    ref.outputs.append(tensors)
-                elif kind == "inputs":
-                    ref.inputs = tensors
-                elif kind == "repeat":
-                    ref.repeat = tensors
-                elif kind == "ops":
-                    ref.ops = list(head.get("ops", []))
-                    ref.flags = list(head.get("flags", []))
-                elif kind == "check":
-                    ref.check_outputs = tensors
-                elif kind == "device":
-                    ref.device_info = {k: str(head.get(k, "")) for k in ("name", "torch", "triton")}
-                elif kind == "error":
-                    ref.error = ErrorInfo.model_validate(head["error"])
+        ref = Reference.from_report(res)
         if ref.error is None and self.timed and ref.check_outputs:
             self._baselines(task, protocol, ref, remeasure)
         elif ref.error is None and self.timed:  # a worker without the check run: time as before
