@@ -41,3 +41,11 @@ def example_task(name: str, **protocol):
     if protocol:
         task = task.model_copy(update={"protocol": Protocol(**protocol)})
     return task
+
+# In CI, property tests replay the same examples every run, so a landing never hinges on a draw;
+# locally they explore new ones.
+from hypothesis import settings as _hypothesis_settings  # noqa: E402
+
+_hypothesis_settings.register_profile("ci", derandomize=True, database=None)
+if os.environ.get("CI"):
+    _hypothesis_settings.load_profile("ci")
