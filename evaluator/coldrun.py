@@ -22,7 +22,7 @@ import torch
 from . import jobs, lint
 from .pool import WorkerResult
 from .service import NO_GPU_NOTE, Evaluator, Reference
-from .verdict import timing_method, worker_failure
+from .verdict import expect, timing_method
 from .task import Task, load_task_file, source_hash
 from .timing import summarize
 from .types import ErrorInfo, EvalResult, Protocol, Status, to_json
@@ -69,9 +69,8 @@ def evaluate_cold(task: Task, source: str, protocol: Protocol | None = None, dev
     ref = Reference.from_report(res)
     if ref.error is None and timed:
         tres = _in_process(jobs.run_timing, {**base, "kind": "timing"}, t0)
-        ref.error = worker_failure(tres, subject="reference timing")
-        msg = tres.first("timing")
-        if ref.error is None and msg:
+        msg, ref.error = expect(tres, "timing", "reference timing")
+        if ref.error is None:
             ref.timing = summarize(msg[0]["event_ms"], protocol.trim_fraction, method=timing_method(msg[0]))
     if ref.error is not None:
         return done(EvalResult(status=Status.infra_error, error=ErrorInfo(

@@ -13,6 +13,7 @@ import re
 import tempfile
 import threading
 import time
+from collections import OrderedDict
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,7 +27,7 @@ from .pool import WorkerPool, WorkerResult
 from .task import Task, source_hash
 from .timing import summarize
 from .types import ErrorInfo, EvalResult, Protocol, Status, TaskFlag, TaskValidation, TimingStats
-from .verdict import candidate_failure, degenerate_flags, timing_method, worker_failure
+from .verdict import candidate_failure, degenerate_flags, expect, timing_method, worker_failure
 
 log = logging.getLogger("adaexplore.evaluator")
 
@@ -34,6 +35,7 @@ NO_GPU_NOTE = "no CUDA device: correctness ran through Triton's interpreter on t
 # Work that escapes the timed stream shows as device-synchronized time far above event time.
 ESCAPE_RATIO = 2.0
 ESCAPE_SLACK_MS = 0.05
+REFERENCE_CACHE_SIZE = 16  # tasks whose reference outputs stay in memory
 
 
 @dataclass
@@ -149,7 +151,8 @@ class Evaluator:
         self.physical_id = physical_gpu_id(self.device, os.environ.get("CUDA_VISIBLE_DEVICES"),
                                            self.visible_devices)
         self._slots = threading.BoundedSemaphore(max_parallel or max(1, min(4, os.cpu_count() or 1)))
-        self._ref_cache: dict[tuple, Reference] = {}
+        # Reference outputs can be hundreds of MB a task: keep the most recently used few.
+        self._ref_cache: OrderedDict[tuple, Reference] = OrderedDict()
         self._ref_locks: dict[tuple, threading.Lock] = {}
         self._ref_guard = threading.Lock()
         self._results: dict[tuple, EvalResult] = {}
@@ -233,31 +236,26 @@ class Evaluator:
         with self._ref_guard:
             lock = self._ref_locks.setdefault(key, threading.Lock())
         with lock:
-            if key in self._ref_cache and not remeasure:
-                return self._ref_cache[key]
+            with self._ref_guard:
+                if key in self._ref_cache and not remeasure:
+                    self._ref_cache.move_to_end(key)
+                    return self._ref_cache[key]
             ref = self._compute_reference(task, protocol, remeasure)
             if ref.error is None or ref.error.error_class != "InfraError":
-                self._ref_cache[key] = ref
+                with self._ref_guard:
+                    self._ref_cache[key] = ref
+                    self._ref_cache.move_to_end(key)
+                    while len(self._ref_cache) > REFERENCE_CACHE_SIZE:
+                        self._ref_cache.popitem(last=False)
             return ref
 
     def _compute_reference(self, task: Task, protocol: Protocol, remeasure: bool = False) -> Reference:
         t0 = time.monotonic()
         res = self._run_shared(self._job("reference", task, protocol, check_run=self.timed), protocol.timeout_s)
         ref = Reference.from_report(res)
-        if ref.error is None and self.timed and ref.check_outputs:
+        # A timed reference job always reports the check run's output, which baselines need.
+        if ref.error is None and self.timed:
             self._baselines(task, protocol, ref, remeasure)
-        elif ref.error is None and self.timed:  # a worker without the check run: time as before
-            with self.gpu_lock():
-                tres = self._run(self._job("timing", task, protocol), protocol.timeout_s)
-            ref.error = worker_failure(tres, subject="reference timing")
-            timing_msg = tres.first("timing")
-            if ref.error is None and timing_msg:
-                ref.timing = summarize(timing_msg[0]["event_ms"], protocol.trim_fraction)
-                ref.check_outputs = timing_msg[1]
-            elif ref.error is None:
-                err = tres.first("error")
-                ref.error = ErrorInfo.model_validate(err[0]["error"]) if err else ErrorInfo(
-                    error_class="RuntimeError", message="reference timing produced no result")
         ref.elapsed_s = time.monotonic() - t0
         return ref
 
@@ -290,10 +288,7 @@ class Evaluator:
         if not got.has(["eager"]):
             with self.gpu_lock():
                 tres = self._run(self._job("timing", task, protocol), protocol.timeout_s)
-            ref.error = worker_failure(tres, subject="reference timing")
-            msg = tres.first("timing")
-            if ref.error is None and msg is None:
-                ref.error = ErrorInfo(error_class="RuntimeError", message="reference timing produced no result")
+            msg, ref.error = expect(tres, "timing", "reference timing")
             if ref.error is not None:
                 return
             got.eager = summarize(msg[0]["event_ms"], protocol.trim_fraction, method=timing_method(msg[0]))
@@ -324,10 +319,7 @@ class Evaluator:
         limit = max(protocol.timeout_s, 300.0)
         # Compiling outside the lock fills the on-disk caches; the timed process reuses them.
         cres = self._run_shared(self._job("timing", task, protocol, time=False, **extra), limit)
-        err = worker_failure(cres, subject="torch.compile of the reference")
-        msg = cres.first("checked")
-        if err is None and msg is None:
-            err = ErrorInfo(error_class="RuntimeError", message="no output from the compiled reference")
+        msg, err = expect(cres, "checked", "torch.compile of the reference")
         if err is not None:
             return None, f"torch.compile failed: {err.error_class}: {err.message[:300]}", err.error_class in (
                 "InfraError",)
@@ -336,10 +328,7 @@ class Evaluator:
             return None, f"torch.compile output differs from eager: {verdict.message}", False
         with self.gpu_lock():
             tres = self._run(self._job("timing", task, protocol, **extra), limit)
-        err = worker_failure(tres, subject="timing of the compiled reference")
-        msg = tres.first("timing")
-        if err is None and msg is None:
-            err = ErrorInfo(error_class="RuntimeError", message="no timing from the compiled reference")
+        msg, err = expect(tres, "timing", "timing of the compiled reference")
         if err is not None:
             return None, f"torch.compile timing failed: {err.error_class}: {err.message[:300]}", err.error_class in (
                 "InfraError",)

@@ -39,6 +39,15 @@ def worker_failure(res: WorkerResult, subject: str) -> ErrorInfo | None:
     return None
 
 
+def expect(res: WorkerResult, kind: str, subject: str) -> tuple[tuple[dict, list] | None, ErrorInfo | None]:
+    """The worker's `kind` message, or why there is none (a failure, or a silent worker)."""
+    err = worker_failure(res, subject)
+    msg = None if err else res.first(kind)
+    if err is None and msg is None:
+        err = ErrorInfo(error_class="RuntimeError", message=f"the {subject} produced no result")
+    return msg, err
+
+
 # What an "error" report may say; anything else was not written by the harness.
 _ERROR_STATUSES = frozenset({Status.syntax_error, Status.import_error, Status.compile_error, Status.runtime_error,
                              Status.cuda_error, Status.oom, Status.timeout})

@@ -3,24 +3,14 @@
 import random
 from collections import Counter
 
-import pytest
 
 from adaexplore.search import (
-    NodeView, PendingView, SearchParams, TreeIndex, best_nodes, budget_left, large_step_context, small_step_context,
+    PendingView, SearchParams, best_nodes, budget_left, large_step_context, small_step_context,
 )
 
-P = SearchParams()
+from search_trees import P, build, tree
 
 
-def tree(*rows):
-    out = [NodeView("root", None, "root", None, None, 0)]
-    for k, (i, p, a, st, sp) in enumerate(rows, start=1):
-        out.append(NodeView(i, p, a, st, sp, k))
-    return out
-
-
-def build(nodes, pending=(), params=P, now=1000.0):
-    return TreeIndex.build(nodes, list(pending), params, now)
 
 
 # root -> A(large) -> a1 -> a2 -> B(large, widened from a2) -> b1 -> b2 -> b3 -> b4 -> b5 -> b6

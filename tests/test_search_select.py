@@ -6,23 +6,14 @@ import random
 import pytest
 
 from adaexplore.search import (
-    NodeView, PendingView, SearchParams, TreeIndex, choose_action, paper_reward, select, uct_score, widen_score,
+    PendingView, SearchParams, choose_action, paper_reward, select, uct_score, widen_score,
 )
 
-P = SearchParams()
+from search_trees import P, build, tree
+
 R1 = paper_reward("correct", 1.0)
 R10 = paper_reward("correct", 10.0)
 
-
-def tree(*rows):
-    out = [NodeView("root", None, "root", None, None, 0)]
-    for k, (i, p, a, st, sp) in enumerate(rows, start=1):
-        out.append(NodeView(i, p, a, st, sp, k))
-    return out
-
-
-def build(nodes, pending=(), params=P, now=1000.0):
-    return TreeIndex.build(nodes, list(pending), params, now)
 
 
 def pick(nodes, params=P, seed=0, pending=()):

@@ -4,23 +4,13 @@ import time
 
 import pytest
 
-from adaexplore.search import NodeView, PendingView, SearchParams, TreeIndex, paper_reward
+from adaexplore.search import NodeView, PendingView, SearchParams, paper_reward
 
-P = SearchParams()
+from search_trees import P, build, tree
+
 R1 = paper_reward("correct", 1.0)  # 0.50909...
 R10 = paper_reward("correct", 10.0)  # 1.6
 
-
-def tree(*rows):
-    """rows: (id, parent, action, status, speedup); seq = position; the root is added."""
-    out = [NodeView("root", None, "root", None, None, 0)]
-    for k, (i, p, a, st, sp) in enumerate(rows, start=1):
-        out.append(NodeView(i, p, a, st, sp, k))
-    return out
-
-
-def build(nodes, pending=(), params=P, now=1000.0):
-    return TreeIndex.build(nodes, list(pending), params, now)
 
 
 def test_root_only():
