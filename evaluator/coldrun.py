@@ -37,6 +37,9 @@ class Collector:
     def send(self, header: dict, tensors=None) -> None:
         self.messages.append((header, [t.detach().to("cpu").contiguous().clone() for t in tensors or []]))
 
+    def wait_for_gpu(self) -> None:
+        """Nothing else shares this process's GPU: measure at once."""
+
 
 def _in_process(runner, job: dict, t0: float) -> WorkerResult:
     rep = Collector()

@@ -91,7 +91,7 @@ class EvaluatorFleet:
         if members is not None:
             self.members = list(members)
         else:
-            from .service import Evaluator
+            from .service import Evaluator, default_parallel
 
             devices = list(devices) if devices else (visible_gpus() or ["cpu"])
             gpus = [d for d in devices if d.startswith("cuda")]
@@ -100,7 +100,7 @@ class EvaluatorFleet:
             if not gpus:
                 devices = devices[:1]
             ids = physical_ids(devices, os.environ.get("CUDA_VISIBLE_DEVICES"))
-            per_member = max_parallel or max(2, min(4, (os.cpu_count() or 2) // max(1, len(devices))))
+            per_member = max_parallel or max(2, default_parallel(bool(gpus), len(devices)))
             self.members = [Evaluator(device=dev, work_dir=work_dir, max_parallel=per_member,
                                       visible_devices=ident, **evaluator_kwargs)
                             for dev, ident in zip(devices, ids)]

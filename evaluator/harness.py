@@ -26,11 +26,16 @@ CHECK_RUN = 1_000_003  # index of the run after timing whose output is verified
 
 
 class Reporter:
-    """Writes the harness's messages; each carries the job's nonce, which the parent checks."""
+    """Writes the harness's messages; each carries the job's nonce, which the parent checks.
 
-    def __init__(self, fd: int, nonce: str | None = None) -> None:
+    `gate` is this job's end of the timing gate: `wait_for_gpu` says "ready" on it and blocks
+    until the evaluator holds the GPU for this process. Without a gate it returns at once.
+    """
+
+    def __init__(self, fd: int, nonce: str | None = None, gate: int | None = None) -> None:
         self.fd = fd
         self.nonce = nonce
+        self.gate = gate
 
     def send(self, header: dict, tensors: list[torch.Tensor] | None = None) -> None:
         if self.nonce is not None:
@@ -42,7 +47,14 @@ class Reporter:
             blobs.append(raw)
         if metas:
             header = {**header, "tensors": metas}
-        wire.write_frame(self.fd, wire.pack(header, blobs))
+        wire.write_message(self.fd, header, blobs)
+
+    def wait_for_gpu(self) -> None:
+        if self.gate is None:
+            return
+        os.write(self.gate, b"r")
+        if not os.read(self.gate, 1):  # the warm parent is gone: nobody will ever say go
+            os._exit(75)
 
 
 # --- seeds -----------------------------------------------------------------------------
@@ -76,6 +88,23 @@ def load_candidate(source: str, scratch: str) -> types.ModuleType:
     sys.modules["candidate"] = module
     spec.loader.exec_module(module)
     return module
+
+
+def autotuners(module: types.ModuleType) -> list:
+    """The Triton autotuners among a module's globals (also under @triton.heuristics)."""
+    try:
+        from triton.runtime.autotuner import Autotuner
+    except ImportError:  # pragma: no cover - a Triton without autotuning
+        return []
+    found = []
+    for obj in list(vars(module).values()):
+        for _ in range(8):  # decorators wrap each other through `.fn`
+            if isinstance(obj, Autotuner) and obj not in found:
+                found.append(obj)
+            obj = getattr(obj, "fn", None)
+            if obj is None:
+                break
+    return found
 
 
 def make_inputs(task: types.ModuleType, seed: int, device: torch.device) -> list:

@@ -1,20 +1,36 @@
-"""The trusted side of the worker processes: starts the warm parent and collects results."""
+"""The trusted side of the worker processes: starts the warm parent and collects results.
+
+Each job's results come straight from its process through a pipe this side created (its
+write end travels to the warm parent with the request), read by a thread of its own; the
+warm parent only reports how the process ended. Large outputs therefore cross one pipe,
+once, in parallel with other jobs, and decode without another copy.
+"""
 
 from __future__ import annotations
 
 import itertools
-import secrets
 import logging
 import os
+import secrets
+import select
+import socket
 import subprocess
 import sys
 import threading
+import time
 from concurrent.futures import Future
 from dataclasses import dataclass, field
+from typing import Callable
 
 from . import wire
 
 log = logging.getLogger("adaexplore.evaluator")
+
+# A job's results may not exceed this (a hostile candidate could otherwise fill our memory).
+MAX_RESULT_BYTES = int(os.environ.get("ADAEXPLORE_MAX_RESULT_BYTES", str(4 << 30)))
+# After a job's process ended, how long its pipe may stay open (held by an escaped grandchild).
+PIPE_GRACE_S = 1.0
+_F_SETPIPE_SZ = 1031
 
 
 @dataclass
@@ -27,7 +43,8 @@ class WorkerResult:
     elapsed_s: float
     output_tail: str
     messages: list[tuple[dict, list]] = field(default_factory=list)
-    decode_error: str | None = None
+    decode_error: str | None = None  # a complete frame the harness did not write
+    truncated: bool = False  # the stream ends inside a frame
     overflow: bool = False
     infra: str | None = None  # set when our side failed (warm parent died, ...)
 
@@ -41,17 +58,19 @@ class WorkerResult:
         return [(h, t) for h, t in self.messages if h.get("kind") == kind]
 
 
-def decode_messages(payload: bytes, nonce: str | None = None) -> tuple[list[tuple[dict, list]], str | None]:
-    """Split a worker's byte stream into (header, tensors) messages; stops at the first bad one.
+def decode_messages(payload, nonce: str | None = None) -> tuple[list[tuple[dict, list]], str | None, bool]:
+    """Split a worker's byte stream into (header, tensors) messages.
 
+    Returns the messages, why a complete frame is not the harness's (then decoding stops
+    there), and whether the stream ends inside a frame (its writer stopped mid-message).
     With a nonce, every message must carry it: frames written by anything but the harness
     (which got the nonce with its job) make the whole report suspect.
     """
     out: list[tuple[dict, list]] = []
     try:
-        frames = wire.split_frames(payload)
+        frames, truncated = wire.split_frames(payload)
     except wire.WireError as exc:
-        return out, str(exc)
+        return out, str(exc), False
     for frame in frames:
         try:
             head, blobs = wire.unpack(frame)
@@ -62,26 +81,48 @@ def decode_messages(payload: bytes, nonce: str | None = None) -> tuple[list[tupl
                 raise wire.WireError("tensor count mismatch")
             tensors = [wire.decode_tensor(m, b) for m, b in zip(metas, blobs)]
         except (wire.WireError, TypeError, ValueError, RuntimeError) as exc:
-            return out, str(exc)
+            return out, str(exc), truncated
         out.append((head, tensors))
-    return out, None
+    return out, None, truncated
+
+
+@dataclass
+class Submitted:
+    """A job handed to the pool: its id (for `open_gate`) and the future of its result."""
+
+    job_id: str
+    future: Future
+
+
+class _Running:
+    """This side's state of one job in flight."""
+
+    def __init__(self, job_id: str, nonce: str, future: Future, read_fd: int,
+                 on_ready: Callable[[], None] | None) -> None:
+        self.job_id, self.nonce, self.future, self.read_fd = job_id, nonce, future, read_fd
+        self.on_ready = on_ready
+        self.buf = bytearray()
+        self.overflow = False
+        self.end: dict | None = None  # the warm parent's report of how the process ended
+        self.ended_at: float | None = None
+        self.ended = threading.Event()
 
 
 class WorkerPool:
     """One warm parent process; any number of concurrent jobs, each in its own forked child."""
 
     def __init__(self, *, interpret: bool, work_dir: str, triton_cache_dir: str | None = None,
-                 visible_devices: str | None = None) -> None:
+                 visible_devices: str | None = None, max_result_bytes: int = MAX_RESULT_BYTES) -> None:
         self.interpret = interpret
         self.work_dir = work_dir
         self.triton_cache_dir = triton_cache_dir
         self.visible_devices = visible_devices
+        self.max_result_bytes = max_result_bytes
         self._lock = threading.Lock()
-        self._pending: dict[str, Future] = {}
-        self._nonces: dict[str, str] = {}
+        self._jobs: dict[str, _Running] = {}
         self._ids = itertools.count(1)
         self._proc: subprocess.Popen | None = None
-        self._reader: threading.Thread | None = None
+        self._sock: socket.socket | None = None
         self._ready = threading.Event()
         self._closed = False
 
@@ -98,12 +139,20 @@ class WorkerPool:
             env["CUDA_VISIBLE_DEVICES"] = self.visible_devices
         os.makedirs(self.work_dir, exist_ok=True)
         self._ready.clear()
-        self._proc = subprocess.Popen(
-            [sys.executable, "-m", "adaexplore.evaluator.zygote"], stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE, stderr=None, env=env, cwd=self.work_dir, start_new_session=True)
-        self._reader = threading.Thread(target=self._read_loop, args=(self._proc,), daemon=True,
-                                        name="adaexplore-zygote-reader")
-        self._reader.start()
+        ours, theirs = socket.socketpair()
+        try:
+            self._proc = subprocess.Popen(
+                [sys.executable, "-m", "adaexplore.evaluator.zygote", str(theirs.fileno())],
+                pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, stdout=None, stderr=None, env=env,
+                cwd=self.work_dir, start_new_session=True)
+        except BaseException:
+            ours.close()
+            raise
+        finally:
+            theirs.close()
+        self._sock = ours
+        threading.Thread(target=self._read_loop, args=(self._proc, ours), daemon=True,
+                         name="adaexplore-zygote-reader").start()
 
     def ensure_started(self, timeout: float = 120.0) -> None:
         with self._lock:
@@ -118,78 +167,149 @@ class WorkerPool:
         with self._lock:
             self._closed = True
             proc, self._proc = self._proc, None
+            sock = self._sock
         if proc and proc.poll() is None:
             try:
-                proc.stdin.write(wire.pack({"op": "exit"}))
-                proc.stdin.flush()
+                sock.sendall(wire.pack({"op": "exit"}))
                 proc.wait(5)
-            except (OSError, subprocess.TimeoutExpired, ValueError):
+            except (OSError, subprocess.TimeoutExpired, AttributeError):
                 proc.kill()
         self._fail_all("evaluator shut down")
 
     # --- jobs -----------------------------------------------------------------------
-    def submit(self, job: dict, timeout_s: float) -> Future:
-        """Run `job` in a fresh child; the future resolves to a WorkerResult (never raises)."""
+    def submit(self, job: dict, timeout_s: float, on_ready: Callable[[], None] | None = None) -> Submitted:
+        """Run `job` in a fresh child; the future resolves to a WorkerResult (never raises).
+
+        With `on_ready` the job is gated: the child prepares, then waits until `open_gate`;
+        `on_ready` is called (on a pool thread) once it waits. Its deadline restarts at the gate.
+        """
         fut: Future = Future()
+        job_id = f"j{next(self._ids)}"
         try:
             self.ensure_started()
         except (RuntimeError, OSError) as exc:
             fut.set_result(_infra(str(exc)))
-            return fut
-        job_id = f"j{next(self._ids)}"
+            return Submitted(job_id, fut)
         nonce = secrets.token_hex(16)
         frame = wire.pack({"op": "run", "job_id": job_id, "timeout_s": timeout_s,
-                           "job": {**job, "work_dir": self.work_dir, "nonce": nonce}})
+                           "job": {**job, "work_dir": self.work_dir, "nonce": nonce,
+                                   "gated": on_ready is not None}})
+        r, w = os.pipe()
+        try:
+            import fcntl
+
+            fcntl.fcntl(r, _F_SETPIPE_SZ, 1 << 20)  # fewer, larger reads for big outputs
+        except OSError:
+            pass
+        running = _Running(job_id, nonce, fut, r, on_ready)
         with self._lock:
-            proc = self._proc
-            self._pending[job_id] = fut
-            self._nonces[job_id] = nonce
+            self._jobs[job_id] = running
             try:
-                proc.stdin.write(frame)
-                proc.stdin.flush()
-            except (OSError, ValueError, AttributeError) as exc:
-                self._pending.pop(job_id, None)
+                sent = socket.send_fds(self._sock, [frame], [w])
+                if sent < len(frame):
+                    self._sock.sendall(frame[sent:])
+            except (OSError, AttributeError) as exc:
+                self._jobs.pop(job_id, None)
+                os.close(r)
                 fut.set_result(_infra(f"cannot reach the warm parent: {exc}"))
-        return fut
+                return Submitted(job_id, fut)
+            finally:
+                os.close(w)
+        threading.Thread(target=self._collect, args=(running,), daemon=True, name=f"adaexplore-{job_id}").start()
+        return Submitted(job_id, fut)
+
+    def open_gate(self, job_id: str) -> None:
+        """Let a gated job that is waiting go on (the caller now holds the GPU for it)."""
+        self._send({"op": "go", "job_id": job_id})
 
     def run(self, job: dict, timeout_s: float) -> WorkerResult:
         # The deadline is enforced in the warm parent; this margin only covers a dead parent.
-        return self.submit(job, timeout_s).result(timeout=timeout_s + 60)
+        return self.submit(job, timeout_s).future.result(timeout=timeout_s + 60)
 
-    def _read_loop(self, proc: subprocess.Popen) -> None:
-        stream = proc.stdout
+    def _send(self, head: dict) -> None:
+        with self._lock:
+            try:
+                self._sock.sendall(wire.pack(head))
+            except (OSError, AttributeError) as exc:
+                log.warning("cannot reach the warm parent: %s", exc)
+
+    def _collect(self, job: _Running) -> None:
+        """Read one job's pipe to its end, then wait for how its process ended, then decode."""
+        poller = select.poll()
+        poller.register(job.read_fd, select.POLLIN)
+        try:
+            while True:
+                if poller.poll(250):
+                    try:
+                        data = os.read(job.read_fd, 1 << 20)
+                    except OSError:
+                        break
+                    if not data:
+                        break
+                    if job.overflow:
+                        continue
+                    if len(job.buf) + len(data) > self.max_result_bytes:
+                        job.overflow = True
+                        job.buf = bytearray()
+                        self._send({"op": "kill", "job_id": job.job_id})
+                    else:
+                        job.buf += data
+                elif job.ended_at is not None and time.monotonic() - job.ended_at > PIPE_GRACE_S:
+                    break  # the process is gone; whatever still holds the pipe is ignored
+        finally:
+            os.close(job.read_fd)
+        job.ended.wait()
+        end = job.end or {}
+        if end.get("infra"):
+            result = _infra(str(end["infra"]))
+        else:
+            messages, err, truncated = decode_messages(memoryview(job.buf), job.nonce)
+            result = WorkerResult(
+                exit_code=end.get("exit_code"), signal=end.get("signal"), timed_out=bool(end.get("timed_out")),
+                elapsed_s=float(end.get("elapsed_s", 0.0)), output_tail=str(end.get("output_tail", "")),
+                messages=messages, decode_error=err, truncated=truncated, overflow=job.overflow)
+        if not job.future.done():
+            job.future.set_result(result)
+
+    def _read_loop(self, proc: subprocess.Popen, sock: socket.socket) -> None:
+        stream = sock.makefile("rb")
         try:
             while True:
                 body = wire.read_frame(stream)
                 if body is None:
                     break
-                head, blobs = wire.unpack(body)
+                head, _ = wire.unpack(body)
                 if head.get("ready"):
                     self._ready.set()
                     continue
-                fut = self._pending.pop(head.get("job_id"), None)
-                nonce = self._nonces.pop(head.get("job_id"), None)
-                if fut is None:
+                job_id = head.get("job_id")
+                if head.get("gate") == "ready":
+                    job = self._jobs.get(job_id)
+                    if job is not None and job.on_ready is not None:
+                        job.on_ready()
                     continue
-                messages, err = decode_messages(bytes(blobs[0]) if blobs else b"", nonce)
-                fut.set_result(WorkerResult(
-                    exit_code=head.get("exit_code"), signal=head.get("signal"),
-                    timed_out=bool(head.get("timed_out")), elapsed_s=float(head.get("elapsed_s", 0.0)),
-                    output_tail=head.get("output_tail", ""), messages=messages, decode_error=err,
-                    overflow=bool(head.get("overflow"))))
+                with self._lock:
+                    job = self._jobs.pop(job_id, None)
+                if job is not None and head.get("finished"):
+                    self._end(job, head)
         except (wire.WireError, OSError, ValueError) as exc:
             log.error("lost the evaluator's warm parent: %s", exc)
         finally:
             self._fail_all("the evaluator's warm parent exited", proc)
 
+    @staticmethod
+    def _end(job: _Running, head: dict) -> None:
+        job.end = head
+        job.ended_at = time.monotonic()
+        job.ended.set()
+
     def _fail_all(self, reason: str, proc: subprocess.Popen | None = None) -> None:
         with self._lock:
             if proc is not None and proc is not self._proc and self._proc is not None:
                 return
-            pending, self._pending = self._pending, {}
-        for fut in pending.values():
-            if not fut.done():
-                fut.set_result(_infra(reason))
+            jobs, self._jobs = self._jobs, {}
+        for job in jobs.values():
+            self._end(job, {"infra": reason})
 
 
 def _infra(reason: str) -> WorkerResult:

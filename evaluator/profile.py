@@ -193,11 +193,7 @@ def profile_candidate(evaluator, task, source: str | None, protocol=None) -> Pro
     job = evaluator._job("profile", task, protocol, candidate_source=job_source,
                          known_peaks={k: v.model_dump(mode="json") for k, v in cache.load().items()},
                          time_candidate=candidate_ms is None)
-    if evaluator.is_gpu:
-        with evaluator.gpu_lock():
-            res = evaluator._run(job, protocol.timeout_s)
-    else:
-        res = evaluator._run(job, protocol.timeout_s)
+    res = evaluator._run(job, protocol.timeout_s, gpu="exclusive" if evaluator.is_gpu else None)
 
     notes: list[str] = []
     floor: dict | None = None

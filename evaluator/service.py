@@ -14,7 +14,7 @@ import tempfile
 import threading
 import time
 from collections import OrderedDict
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -38,6 +38,12 @@ ESCAPE_SLACK_MS = 0.05
 REFERENCE_CACHE_SIZE = 16  # tasks whose reference outputs stay in memory
 
 
+def _set_event() -> threading.Event:
+    event = threading.Event()
+    event.set()
+    return event
+
+
 @dataclass
 class Reference:
     """What the reference did, measured in a process that never saw candidate code."""
@@ -54,6 +60,8 @@ class Reference:
     compile_note: str | None = None
     device_info: dict = field(default_factory=dict)
     elapsed_s: float = 0.0
+    # Cleared while the baselines (eager, torch.compile) of this reference are being measured.
+    baselines_ready: threading.Event = field(default_factory=_set_event)
 
     def best_ms(self) -> float | None:
         """The faster of the measured baselines (eager, torch.compile)."""
@@ -91,6 +99,33 @@ def _physical_memory() -> int:
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError):  # pragma: no cover
         return 16 << 30
+
+
+def default_lock_dir() -> Path:
+    """Where every evaluator on this machine keeps its per-GPU lock files (all users share it)."""
+    path = Path(tempfile.gettempdir()) / "adaexplore-gpu-locks"
+    path.mkdir(exist_ok=True)
+    try:
+        path.chmod(0o1777)
+    except OSError:  # someone else's directory, already shared
+        pass
+    return path
+
+
+def _lock_file(path: Path):
+    """An open file to flock; created readable and writable by everyone who shares the GPU."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    except PermissionError:
+        fd = os.open(path, os.O_RDONLY)
+    return os.fdopen(fd, "rb", buffering=0)  # flock needs no particular access mode
+
+
+def default_parallel(is_gpu: bool, members: int = 1) -> int:
+    """Worker processes at once per pool: compilation is CPU work, so a GPU pool uses up to 8
+    cores (each child also holds a CUDA context); interpreter runs are heavier, up to 4."""
+    cores = max(1, (os.cpu_count() or 1) // max(1, members))
+    return max(1, min(8 if is_gpu else 4, cores))
 
 
 def default_device() -> str:
@@ -138,8 +173,8 @@ class Evaluator:
         base = Path(work_dir) if work_dir else Path(tempfile.gettempdir()) / f"adaexplore-{os.getuid()}"
         self.work_dir = base
         (base / "scratch").mkdir(parents=True, exist_ok=True)
-        self.lock_dir = Path(lock_dir) if lock_dir else base / "locks"
-        self.lock_dir.mkdir(parents=True, exist_ok=True)
+        # One GPU, one lock, whatever data directory each server on this machine uses.
+        self.lock_dir = Path(lock_dir) if lock_dir else default_lock_dir()
         # A CPU-mode candidate could take the machine's memory; CUDA reserves too much address
         # space for an address-space limit to be usable on a GPU.
         if memory_limit_bytes is None and not self.is_gpu:
@@ -150,7 +185,8 @@ class Evaluator:
         self.baseline_store = BaselineStore(base / "baselines")
         self.physical_id = physical_gpu_id(self.device, os.environ.get("CUDA_VISIBLE_DEVICES"),
                                            self.visible_devices)
-        self._slots = threading.BoundedSemaphore(max_parallel or max(1, min(4, os.cpu_count() or 1)))
+        self.max_parallel = max_parallel or default_parallel(self.is_gpu)
+        self._slots = threading.BoundedSemaphore(self.max_parallel)
         # Reference outputs can be hundreds of MB a task: keep the most recently used few.
         self._ref_cache: OrderedDict[tuple, Reference] = OrderedDict()
         self._ref_locks: dict[tuple, threading.Lock] = {}
@@ -172,15 +208,22 @@ class Evaluator:
 
     # --- jobs -----------------------------------------------------------------------
     def _job(self, kind: str, task: Task, protocol: Protocol, **extra) -> dict:
+        # Workers share the cores: each gets its share of intra-op threads, not all of them.
+        threads = max(1, (os.cpu_count() or 1) // self.max_parallel)
         job = {"kind": kind, "task_source": task.source, "protocol": protocol.model_dump(mode="json"),
-               "device": self.job_device, **extra}
+               "device": self.job_device, "threads": threads, **extra}
         if self.memory_limit_bytes and not self.is_gpu:
             job["memory_limit_bytes"] = self.memory_limit_bytes
         return job
 
-    def _run(self, job: dict, timeout_s: float) -> WorkerResult:
+    # Lock order, everywhere: a worker slot first, then the GPU (shared or exclusive). The other
+    # order deadlocks: threads holding the GPU would wait for slots held by threads waiting for it.
+    def _run(self, job: dict, timeout_s: float, gpu: str | None = None) -> WorkerResult:
+        """Run a job in a worker slot; with `gpu` "shared" or "exclusive", holding the GPU so."""
         with self._slots:
-            return self.pool.run(job, timeout_s)
+            hold = self.gpu_shared() if gpu == "shared" else self.gpu_lock() if gpu == "exclusive" else nullcontext()
+            with hold:
+                return self.pool.run(job, timeout_s)
 
     @contextmanager
     def gpu_lock(self):
@@ -189,7 +232,7 @@ class Evaluator:
         with self._rw:
             self._writers_waiting += 1
         try:
-            with open(path, "a+") as fh:
+            with _lock_file(path) as fh:
                 fcntl.flock(fh, fcntl.LOCK_EX)
                 try:
                     yield
@@ -214,7 +257,7 @@ class Evaluator:
             while self._writers_waiting:
                 self._rw.wait()
         path = self.lock_dir / f"gpu-{self.physical_id}.lock"
-        with open(path, "a+") as fh:
+        with _lock_file(path) as fh:
             fcntl.flock(fh, fcntl.LOCK_SH)
             try:
                 yield
@@ -222,8 +265,22 @@ class Evaluator:
                 fcntl.flock(fh, fcntl.LOCK_UN)
 
     def _run_shared(self, job: dict, timeout_s: float) -> WorkerResult:
-        with self.gpu_shared():
-            return self._run(job, timeout_s)
+        return self._run(job, timeout_s, gpu="shared")
+
+    def _run_timed(self, job: dict, timeout_s: float) -> WorkerResult:
+        """A timing job: it loads, compiles and builds its inputs alongside correctness runs,
+        then waits at its gate; only its measurement holds the GPU exclusively."""
+        wake = threading.Event()
+        with self._slots:
+            with self.gpu_shared():
+                submitted = self.pool.submit(job, timeout_s, on_ready=wake.set)
+                submitted.future.add_done_callback(lambda _f: wake.set())
+                wake.wait(timeout_s + 60)
+            if submitted.future.done():  # it failed before it was ready to measure
+                return submitted.future.result()
+            with self.gpu_lock():
+                self.pool.open_gate(submitted.job_id)
+                return submitted.future.result(timeout=timeout_s + 60)
 
     # --- reference --------------------------------------------------------------------
     def reference(self, task: Task, protocol: Protocol | None = None, remeasure: bool = False) -> Reference:
@@ -231,7 +288,13 @@ class Evaluator:
 
         Baseline timings also persist on disk (see `baselines`); `remeasure` measures them again.
         """
-        protocol = protocol or task.protocol
+        ref = self._reference(task, protocol or task.protocol, remeasure)
+        ref.baselines_ready.wait()
+        return ref
+
+    def _reference(self, task: Task, protocol: Protocol, remeasure: bool = False) -> Reference:
+        """The reference's outputs, as soon as they exist; its baselines may still be measuring
+        (wait on `baselines_ready`), so candidates' correctness runs need not wait for them."""
         key = (task.task_id, self.device, protocol.key())
         with self._ref_guard:
             lock = self._ref_locks.setdefault(key, threading.Lock())
@@ -240,24 +303,37 @@ class Evaluator:
                 if key in self._ref_cache and not remeasure:
                     self._ref_cache.move_to_end(key)
                     return self._ref_cache[key]
-            ref = self._compute_reference(task, protocol, remeasure)
-            if ref.error is None or ref.error.error_class != "InfraError":
-                with self._ref_guard:
-                    self._ref_cache[key] = ref
-                    self._ref_cache.move_to_end(key)
-                    while len(self._ref_cache) > REFERENCE_CACHE_SIZE:
-                        self._ref_cache.popitem(last=False)
+            t0 = time.monotonic()
+            res = self._run_shared(self._job("reference", task, protocol, check_run=self.timed), protocol.timeout_s)
+            ref = Reference.from_report(res)
+            ref.elapsed_s = time.monotonic() - t0
+            if ref.error is not None and ref.error.error_class == "InfraError":
+                return ref  # ours, not the task's: not remembered
+            with self._ref_guard:
+                self._ref_cache[key] = ref
+                self._ref_cache.move_to_end(key)
+                while len(self._ref_cache) > REFERENCE_CACHE_SIZE:
+                    self._ref_cache.popitem(last=False)
+            # A timed reference job always reports the check run's output, which baselines need.
+            if ref.error is None and self.timed:
+                ref.baselines_ready.clear()
+                threading.Thread(target=self._measure_baselines, args=(key, task, protocol, ref, remeasure, t0),
+                                 daemon=True, name="adaexplore-baselines").start()
             return ref
 
-    def _compute_reference(self, task: Task, protocol: Protocol, remeasure: bool = False) -> Reference:
-        t0 = time.monotonic()
-        res = self._run_shared(self._job("reference", task, protocol, check_run=self.timed), protocol.timeout_s)
-        ref = Reference.from_report(res)
-        # A timed reference job always reports the check run's output, which baselines need.
-        if ref.error is None and self.timed:
+    def _measure_baselines(self, key: tuple, task: Task, protocol: Protocol, ref: Reference, remeasure: bool,
+                           t0: float) -> None:
+        try:
             self._baselines(task, protocol, ref, remeasure)
-        ref.elapsed_s = time.monotonic() - t0
-        return ref
+        except Exception as exc:  # noqa: BLE001 - whoever waits must get an answer
+            ref.error = ErrorInfo(error_class="InfraError", message=f"baseline measurement failed: {exc}"[:600])
+        finally:
+            if ref.error is not None and ref.error.error_class == "InfraError":
+                with self._ref_guard:  # measured again by the next evaluation
+                    if self._ref_cache.get(key) is ref:
+                        del self._ref_cache[key]
+            ref.elapsed_s = time.monotonic() - t0
+            ref.baselines_ready.set()
 
     def validate_task(self, task: Task) -> TaskValidation:
         """Load and run the reference; flag nondeterminism and degenerate outputs; time it on a GPU."""
@@ -286,8 +362,7 @@ class Evaluator:
         got = stored or Baselines()
         changed = False
         if not got.has(["eager"]):
-            with self.gpu_lock():
-                tres = self._run(self._job("timing", task, protocol), protocol.timeout_s)
+            tres = self._run_timed(self._job("timing", task, protocol), protocol.timeout_s)
             msg, ref.error = expect(tres, "timing", "reference timing")
             if ref.error is not None:
                 return
@@ -326,8 +401,7 @@ class Evaluator:
         verdict = compare_outputs(msg[1], ref.check_outputs, protocol.tolerance, trial=-1)
         if verdict.status is not Status.correct:
             return None, f"torch.compile output differs from eager: {verdict.message}", False
-        with self.gpu_lock():
-            tres = self._run(self._job("timing", task, protocol, **extra), limit)
+        tres = self._run_timed(self._job("timing", task, protocol, **extra), limit)
         msg, err = expect(tres, "timing", "timing of the compiled reference")
         if err is not None:
             return None, f"torch.compile timing failed: {err.error_class}: {err.message[:300]}", err.error_class in (
@@ -367,17 +441,24 @@ class Evaluator:
         static = lint.check_candidate(source)
         if static.status is not None:
             return EvalResult(status=static.status, error=static.error, lint=static.issues)
-        ref = self.reference(task, protocol)
+        ref = self._reference(task, protocol)
         if ref.error is not None:
-            return EvalResult(status=Status.infra_error, error=ErrorInfo(
-                error_class="ReferenceError", message="the task's reference failed: " + ref.error.message))
+            return self._reference_failed(ref)
         res = self._run_shared(self._job("candidate", task, protocol, candidate_source=source), protocol.timeout_s)
         result = self._verdict(res, ref, protocol, static.issues)
         if result.status is Status.correct and self.timed:
+            ref.baselines_ready.wait()
+            if ref.error is not None:
+                return self._reference_failed(ref)
             result = self._time_candidate(task, source, protocol, ref, result)
         elif result.status is Status.correct:
             result = result.model_copy(update={"timing_note": NO_GPU_NOTE})
         return result
+
+    @staticmethod
+    def _reference_failed(ref: Reference) -> EvalResult:
+        return EvalResult(status=Status.infra_error, error=ErrorInfo(
+            error_class="ReferenceError", message="the task's reference failed: " + ref.error.message))
 
     def cached(self, task: Task, source: str, protocol: Protocol | None = None) -> EvalResult | None:
         """The stored result of an identical earlier submission, if any."""
@@ -423,8 +504,7 @@ class Evaluator:
 
     def _time_candidate(self, task: Task, source: str, protocol: Protocol, ref: Reference,
                         result: EvalResult) -> EvalResult:
-        with self.gpu_lock():
-            res = self._run(self._job("timing", task, protocol, candidate_source=source), protocol.timeout_s)
+        res = self._run_timed(self._job("timing", task, protocol, candidate_source=source), protocol.timeout_s)
         return self._timing_verdict(res, ref, protocol, result)
 
     @staticmethod

@@ -85,12 +85,16 @@ def candidate_failure(res: WorkerResult) -> dict | None:
     """Status fields for a worker that did not run to the end, or None."""
     if res.infra:
         return {"status": Status.infra_error, "error": ErrorInfo(error_class="InfraError", message=res.infra)}
-    if res.timed_out:
-        return {"status": Status.timeout, "error": ErrorInfo(
-            error_class="Timeout", message="the candidate exceeded the wall-clock limit and was killed")}
+    # A forged frame stays forged however the process ended (it may hang or crash afterwards).
     if res.decode_error:
         return {"status": Status.cheat_detected,
                 "cheat_reason": f"the result channel carried data the harness did not write ({res.decode_error})"}
+    if res.timed_out:
+        return {"status": Status.timeout, "error": ErrorInfo(
+            error_class="Timeout", message="the candidate exceeded the wall-clock limit and was killed")}
+    if res.truncated and res.signal is None:
+        return {"status": Status.cheat_detected, "cheat_reason": "the result channel carried a partial "
+                                                                 "message, which the harness never writes"}
     if res.overflow:
         return {"status": Status.runtime_error, "error": ErrorInfo(
             error_class="OutputTooLarge", message="the candidate's results exceeded the size limit")}

@@ -12,6 +12,7 @@ import struct
 import orjson
 
 MAX_FRAME = 1 << 31  # a single frame over 2 GiB is refused
+ALIGN = 64
 _LEN = struct.Struct("<Q")
 
 # dtypes that may travel; anything else in a message is a protocol error
@@ -34,6 +35,25 @@ def pack(obj: dict, blobs: list[bytes] | None = None) -> bytes:
         parts.append(b)
     body = b"".join(parts)
     return _LEN.pack(len(body)) + body
+
+
+def write_message(fd: int, obj: dict, blobs: list | None = None) -> None:
+    """Write what :func:`pack` would build, without first joining large blobs into one buffer.
+
+    Padding (spaces after the header, zeros after the last blob; both ignored by :func:`unpack`)
+    keeps every frame and its first blob at a multiple of ALIGN bytes in the stream, so the
+    reader can use tensors in its receive buffer in place.
+    """
+    blobs = [memoryview(b).cast("B") for b in blobs or []]
+    head = orjson.dumps({"h": obj, "n": [len(b) for b in blobs]})
+    head += b" " * (-(2 * _LEN.size + len(head)) % ALIGN)
+    data = sum(len(b) for b in blobs)
+    tail = -data % ALIGN
+    write_frame(fd, _LEN.pack(_LEN.size + len(head) + data + tail) + _LEN.pack(len(head)) + head)
+    for b in blobs:
+        write_frame(fd, b)
+    if tail:
+        write_frame(fd, bytes(tail))
 
 
 def unpack(body: bytes) -> tuple[dict, list[memoryview]]:
@@ -60,19 +80,23 @@ def unpack(body: bytes) -> tuple[dict, list[memoryview]]:
     return head["h"], blobs
 
 
-def split_frames(buf: bytes) -> list[bytes]:
-    """Split a byte stream of length-prefixed frames; a trailing partial frame is an error."""
+def split_frames(buf) -> tuple[list, bool]:
+    """Split a byte stream of length-prefixed frames into the complete ones, and whether bytes
+    that are not a whole frame remain (a writer that stopped mid-frame). A length no writer
+    could have meant is an error. Given a memoryview, the frames are views into it (no copy)."""
     frames, pos = [], 0
     while pos < len(buf):
         if pos + _LEN.size > len(buf):
-            raise WireError("truncated frame length")
+            return frames, True
         (n,) = _LEN.unpack_from(buf, pos)
+        if n > MAX_FRAME:
+            raise WireError("frame length out of range")
+        if pos + _LEN.size + n > len(buf):
+            return frames, True
         pos += _LEN.size
-        if n > MAX_FRAME or pos + n > len(buf):
-            raise WireError("truncated frame")
         frames.append(buf[pos:pos + n])
         pos += n
-    return frames
+    return frames, False
 
 
 def write_frame(fd: int, data: bytes) -> None:
@@ -122,7 +146,8 @@ def encode_tensor(t) -> tuple[dict, bytes]:
     if dtype not in DTYPES:
         c = c.to(torch.float32)
         dtype = "float32"
-    raw = c.reshape(-1).view(torch.uint8).numpy().tobytes() if c.numel() else b""
+    # A view of the tensor's own memory (the array keeps it alive): large outputs are not copied.
+    raw = memoryview(c.reshape(-1).view(torch.uint8).numpy()) if c.numel() else b""
     return {"dtype": dtype, "shape": list(c.shape)}, raw
 
 
@@ -145,5 +170,9 @@ def decode_tensor(meta: dict, raw: memoryview):
         raise WireError("tensor byte count does not match its shape")
     if numel == 0:
         return torch.empty(shape, dtype=dtype)
-    flat = torch.frombuffer(bytearray(raw), dtype=torch.uint8)
+    # The evaluator's own receive buffer is used in place where aligned; anything else is copied.
+    flat = torch.frombuffer(raw if isinstance(raw, memoryview) and not raw.readonly else bytearray(raw),
+                            dtype=torch.uint8)
+    if flat.data_ptr() % 16:  # the buffer itself is only as aligned as the allocator made it
+        flat = flat.clone()
     return flat.view(dtype).reshape(shape)

@@ -1,20 +1,29 @@
 """The warm parent: imports torch and Triton once, then forks one process per job.
 
-Run as `python -m adaexplore.evaluator.zygote`. It reads job requests on stdin and writes
-results on stdout (length-prefixed frames, see `wire`). It never initializes CUDA, so each
-forked child can. It is single-threaded on purpose: forking a threaded process is unsafe.
-Each child gets its own process group, scratch directory, scrubbed environment and
-redirected stdout/stderr; a hard deadline kills the whole group.
+Run as `python -m adaexplore.evaluator.zygote FD`, where FD is one end of a Unix socket to
+the evaluator. Each job request arrives on it with the write end of a pipe attached (file
+descriptor passing): the forked child writes its results straight into that pipe, so large
+outputs never pass through this process. This process only manages lives: it answers with
+each child's exit status and captured output, enforces deadlines, and relays the timing gate
+(a child that is ready to measure waits until the evaluator holds the GPU for it).
+
+It never initializes CUDA, so each forked child can. It is single-threaded on purpose:
+forking a threaded process is unsafe. Each child gets its own process group, scratch
+directory, scrubbed environment and redirected stdout/stderr; a hard deadline kills the
+whole group.
 """
 
 from __future__ import annotations
 
+import collections
 import ctypes
+import math
 import os
 import resource
 import selectors
 import shutil
 import signal
+import socket
 import sys
 import tempfile
 import time
@@ -36,23 +45,24 @@ def die_with_parent() -> None:
 
 
 class Child:
-    def __init__(self, job_id: str, pid: int, fd: int, deadline: float, scratch: str) -> None:
-        self.job_id, self.pid, self.fd, self.deadline, self.scratch = job_id, pid, fd, deadline, scratch
+    def __init__(self, job_id: str, pid: int, timeout_s: float, scratch: str, gate: socket.socket | None,
+                 pidfd: int | None) -> None:
+        self.job_id, self.pid, self.timeout_s, self.scratch = job_id, pid, timeout_s, scratch
+        self.gate, self.pidfd = gate, pidfd
         self.started = time.monotonic()
-        self.chunks: list[bytes] = []
-        self.size = 0
+        self.deadline = self.started + timeout_s
         self.timed_out = False
-        self.overflow = False
+        self.ready = False
         self.status: int | None = None
 
 
 class Zygote:
-    def __init__(self, ctrl_in: int, ctrl_out: int, max_result_bytes: int) -> None:
-        self.ctrl_in, self.ctrl_out = ctrl_in, ctrl_out
-        self.max_result = max_result_bytes
+    def __init__(self, ctrl: socket.socket) -> None:
+        self.ctrl = ctrl
         self.sel = selectors.DefaultSelector()
-        self.sel.register(ctrl_in, selectors.EVENT_READ, None)
-        self.children: dict[int, Child] = {}
+        self.sel.register(ctrl, selectors.EVENT_READ, None)
+        self.children: dict[str, Child] = {}
+        self.fds: collections.deque[int] = collections.deque()  # result pipes, in request order
         self.inbuf = b""
         self.running = True
 
@@ -60,7 +70,11 @@ class Zygote:
     def _read_ctrl(self) -> None:
         from . import wire
 
-        data = os.read(self.ctrl_in, 1 << 20)
+        try:
+            data, fds, _flags, _addr = socket.recv_fds(self.ctrl, 1 << 20, 64)
+        except OSError:
+            data, fds = b"", []
+        self.fds.extend(fds)
         if not data:
             self.running = False
             return
@@ -71,39 +85,75 @@ class Zygote:
                 break
             body, self.inbuf = self.inbuf[8:8 + n], self.inbuf[8 + n:]
             head, _ = wire.unpack(body)
-            if head.get("op") == "run":
-                self._spawn(head["job_id"], head["job"], float(head["timeout_s"]))
-            elif head.get("op") == "ping":
-                self._reply({"job_id": head.get("job_id"), "pong": True, "pid": os.getpid()}, b"")
-            elif head.get("op") == "exit":
+            op = head.get("op")
+            if op == "run":
+                # Every run request was sent with its result pipe, which arrives with its first byte.
+                self._spawn(head["job_id"], head["job"], float(head["timeout_s"]), self.fds.popleft())
+            elif op == "go":
+                self._open_gate(self.children.get(head.get("job_id")))
+            elif op == "kill":
+                child = self.children.get(head.get("job_id"))
+                if child is not None:
+                    self._kill(child)
+            elif op == "ping":
+                self._reply({"job_id": head.get("job_id"), "pong": True, "pid": os.getpid()})
+            elif op == "exit":
                 self.running = False
 
-    def _reply(self, head: dict, payload: bytes) -> None:
+    def _reply(self, head: dict) -> None:
         from . import wire
 
-        wire.write_frame(self.ctrl_out, wire.pack(head, [payload]))
+        self.ctrl.sendall(wire.pack(head))
 
     # --- children -------------------------------------------------------------------
-    def _spawn(self, job_id: str, job: dict, timeout_s: float) -> None:
+    def _spawn(self, job_id: str, job: dict, timeout_s: float, result_fd: int) -> None:
         scratch = tempfile.mkdtemp(prefix="cand-", dir=job.get("work_dir") or None)
         job = {**job, "scratch": scratch}
-        r, w = os.pipe()
-        pid = os.fork()
+        gate = gate_child = None
+        if job.get("gated"):
+            gate, gate_child = socket.socketpair()
+            job["gate_fd"] = gate_child.fileno()
+        try:
+            pid = os.fork()
+        except OSError as exc:
+            os.close(result_fd)
+            for sock in (gate, gate_child):
+                if sock is not None:
+                    sock.close()
+            shutil.rmtree(scratch, ignore_errors=True)
+            self._reply({"job_id": job_id, "finished": True, "infra": f"cannot start a worker: {exc}"})
+            return
         if pid == 0:  # child
-            os.close(r)
-            self._become_worker(job, w, scratch)
-        os.close(w)
-        os.set_blocking(r, False)
-        child = Child(job_id, pid, r, time.monotonic() + timeout_s, scratch)
-        self.children[r] = child
-        self.sel.register(r, selectors.EVENT_READ, child)
+            if gate is not None:
+                gate.close()
+            self._become_worker(job, result_fd, scratch, keep=gate_child)
+        os.close(result_fd)
+        pidfd = None
+        try:  # readable the moment the child exits; otherwise the loop polls
+            pidfd = os.pidfd_open(pid)
+        except (AttributeError, OSError):
+            pass
+        child = Child(job_id, pid, timeout_s, scratch, gate, pidfd)
+        self.children[job_id] = child
+        if gate is not None:
+            gate_child.close()
+            gate.setblocking(False)
+            self.sel.register(gate, selectors.EVENT_READ, ("gate", child))
+        if pidfd is not None:
+            self.sel.register(pidfd, selectors.EVENT_READ, ("exit", child))
 
-    def _become_worker(self, job: dict, w: int, scratch: str) -> None:
+    def _become_worker(self, job: dict, w: int, scratch: str, keep: socket.socket | None) -> None:
         code = 70
         try:
             os.setsid()
             die_with_parent()
-            for fd in [self.ctrl_in, self.ctrl_out, *self.children]:
+            # Nothing of the parent's stays open here: not the control socket, not another
+            # child's gate, not a result pipe meant for another job.
+            self.sel.close()
+            others = [self.ctrl.fileno(), *self.fds]
+            for child in self.children.values():
+                others += [c for c in (child.gate.fileno() if child.gate else None, child.pidfd) if c is not None]
+            for fd in others:
                 try:
                     os.close(fd)
                 except OSError:
@@ -122,13 +172,17 @@ class Zygote:
             if job.get("memory_limit_bytes"):
                 lim = int(job["memory_limit_bytes"])
                 resource.setrlimit(resource.RLIMIT_AS, (lim, lim))
+            if job.get("threads"):
+                import torch
+
+                torch.set_num_threads(int(job["threads"]))
             from . import jobs
             from . import profile as profiling
             from .harness import Reporter
 
             runner = {"reference": jobs.run_reference, "candidate": jobs.run_candidate,
                       "timing": jobs.run_timing, "profile": profiling.run_profile}[job["kind"]]
-            runner(job, Reporter(w, job.get("nonce")))
+            runner(job, Reporter(w, job.get("nonce"), gate=keep.fileno() if keep else None))
             code = 0
         except BaseException:  # noqa: BLE001 - the parent reads the exit code
             import traceback
@@ -141,33 +195,50 @@ class Zygote:
             finally:
                 os._exit(code)
 
-    def _drain(self, child: Child) -> bool:
-        """Read what is available; True at end of stream."""
-        while True:
-            try:
-                data = os.read(child.fd, 1 << 20)
-            except BlockingIOError:
-                return False
-            except OSError:
-                return True
-            if not data:
-                return True
-            child.size += len(data)
-            if child.size > self.max_result:
-                child.overflow = True
-                child.chunks = []
-                try:
-                    os.killpg(child.pid, signal.SIGKILL)
-                except (ProcessLookupError, PermissionError):
-                    pass
-            elif not child.overflow:
-                child.chunks.append(data)
+    def _kill(self, child: Child) -> None:
+        try:
+            os.killpg(child.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
 
-    def _reap(self, child: Child, block: bool) -> bool:
+    def _on_gate(self, child: Child) -> None:
+        """The child says it is ready to measure: it waits, without a deadline, for `go`."""
+        try:
+            data = child.gate.recv(64)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            data = b""
+        if not data:
+            self._close_gate(child)
+            return
+        if not child.ready and child.job_id in self.children:
+            child.ready = True
+            child.deadline = math.inf
+            self._reply({"job_id": child.job_id, "gate": "ready"})
+
+    def _open_gate(self, child: Child | None) -> None:
+        """The evaluator holds the GPU for this child: it gets a full time limit to measure."""
+        if child is None or child.gate is None:
+            return
+        child.deadline = time.monotonic() + child.timeout_s
+        try:
+            child.gate.send(b"g")
+        except OSError:
+            pass
+        self._close_gate(child)
+
+    def _close_gate(self, child: Child) -> None:
+        if child.gate is not None:
+            self.sel.unregister(child.gate)
+            child.gate.close()
+            child.gate = None
+
+    def _reap(self, child: Child) -> bool:
         if child.status is not None:
             return True
         try:
-            pid, status = os.waitpid(child.pid, 0 if block else os.WNOHANG)
+            pid, status = os.waitpid(child.pid, os.WNOHANG)
         except ChildProcessError:
             child.status = 0
             return True
@@ -177,14 +248,12 @@ class Zygote:
         return True
 
     def _finish(self, child: Child) -> None:
-        self.sel.unregister(child.fd)
-        os.close(child.fd)
-        del self.children[child.fd]
-        try:  # whatever the candidate left running in its group goes too
-            os.killpg(child.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-        self._reap(child, block=True)
+        del self.children[child.job_id]
+        self._close_gate(child)
+        if child.pidfd is not None:
+            self.sel.unregister(child.pidfd)
+            os.close(child.pidfd)
+        self._kill(child)  # whatever the candidate left running in its group goes too
         status = child.status or 0
         tail = ""
         try:
@@ -196,29 +265,23 @@ class Zygote:
         except OSError:
             pass
         shutil.rmtree(child.scratch, ignore_errors=True)
-        head = {
+        self._reply({
             "job_id": child.job_id,
+            "finished": True,
             "exit_code": os.WEXITSTATUS(status) if os.WIFEXITED(status) else None,
             "signal": os.WTERMSIG(status) if os.WIFSIGNALED(status) else None,
             "timed_out": child.timed_out,
-            "overflow": child.overflow,
             "elapsed_s": time.monotonic() - child.started,
             "output_tail": tail,
-        }
-        self._reply(head, b"".join(child.chunks))
+        })
 
-    def _check_deadlines(self) -> None:
+    def _check_children(self) -> None:
         now = time.monotonic()
         for child in list(self.children.values()):
             if not child.timed_out and now > child.deadline:
                 child.timed_out = True
-                try:
-                    os.killpg(child.pid, signal.SIGKILL)
-                except (ProcessLookupError, PermissionError):
-                    pass
-            # A child that exited while a grandchild holds its pipe open still finishes.
-            if self._reap(child, block=False):
-                self._drain(child)
+                self._kill(child)
+            if self._reap(child):
                 self._finish(child)
 
     def serve(self) -> None:
@@ -226,23 +289,19 @@ class Zygote:
             for key, _ in self.sel.select(timeout=0.05):
                 if key.data is None:
                     self._read_ctrl()
-                else:
-                    child: Child = key.data
-                    if self._drain(child):
-                        self._finish(child)
-            self._check_deadlines()
+                elif key.data[0] == "gate":
+                    self._on_gate(key.data[1])
+                # an exit event needs nothing here: the check below reaps it
+            self._check_children()
         for child in list(self.children.values()):
-            try:
-                os.killpg(child.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
+            self._kill(child)
             shutil.rmtree(child.scratch, ignore_errors=True)
 
 
 def main() -> None:
     die_with_parent()
-    ctrl_out = os.dup(1)
-    os.dup2(2, 1)  # stray prints from imports must not corrupt the protocol
+    ctrl = socket.socket(fileno=int(sys.argv[1]))
+    os.dup2(2, 1)  # stray prints from imports must not reach anything that is read
     import torch  # noqa: F401 - the point of this process is to have these imported
     import triton  # noqa: F401
     import triton.language  # noqa: F401
@@ -259,12 +318,10 @@ def main() -> None:
     from . import profile  # noqa: F401 - the profile job's module
     import torch.utils.flop_counter  # noqa: F401
 
-    max_result = int(os.environ.get("ADAEXPLORE_MAX_RESULT_BYTES", str(1 << 30)))
-    zygote = Zygote(0, ctrl_out, max_result)
     from . import wire
 
-    wire.write_frame(ctrl_out, wire.pack({"ready": True, "pid": os.getpid()}, [b""]))
-    zygote.serve()
+    ctrl.sendall(wire.pack({"ready": True, "pid": os.getpid()}))
+    Zygote(ctrl).serve()
 
 
 if __name__ == "__main__":

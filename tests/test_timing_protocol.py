@@ -187,6 +187,25 @@ def test_timing_excludes_correctness_runs_and_goes_first(tmp_path):
         ev.close()
 
 
+def test_many_timed_candidates_through_few_slots_all_finish(tmp_path):
+    """Timing jobs wait for the GPU while holding worker slots; correctness runs must never
+    hold the GPU while they wait for a slot, or the two wait on each other forever."""
+    ev = Evaluator(work_dir=tmp_path, cpu_timing=True, max_parallel=2, baselines=("eager",))
+    names = ["softmax", "gelu_scale", "fused_add_mul"]
+    jobs = [(name, copy) for name in names for copy in range(2)]
+    try:
+        with ThreadPoolExecutor(len(jobs)) as pool:
+            futures = [pool.submit(ev.evaluate, example_task(name, warmup_runs=1, timed_runs=3),
+                                   (EXAMPLES / "kernels" / f"{name}.py").read_text() + f"\n# copy {copy}\n")
+                       for name, copy in jobs]
+            results = [f.result(timeout=600) for f in futures]
+    finally:
+        ev.close()
+    assert [r.status for r in results] == [Status.correct] * len(jobs), [r.feedback(300) for r in results]
+    method = "cuda_events" if HAS_CUDA else "host_clock"
+    assert all(r.timing is not None and r.timing.method == method for r in results)
+
+
 # --- baseline cache ---------------------------------------------------------------------------------
 
 
@@ -217,7 +236,8 @@ def test_baselines_persist_across_evaluators_and_can_be_remeasured(tmp_path):
     with Evaluator(work_dir=tmp_path, cpu_timing=True, baselines=("eager",)) as ev:
         first = ev.validate_task(task)
         assert first.ok and first.reference_timing is not None
-        assert first.reference_timing.method == "host_clock" and first.compile_timing is None
+        method = "cuda_events" if HAS_CUDA else "host_clock"
+        assert first.reference_timing.method == method and first.compile_timing is None
         files = list((tmp_path / "baselines").rglob("*.json"))
         assert len(files) == 1
         result = ev.evaluate(task, (EXAMPLES / "kernels" / "gelu_scale.py").read_text())
@@ -321,3 +341,25 @@ def test_fleet_over_visible_gpus_times_on_each(tmp_path):
             results = list(ex.map(lambda i: fleet.evaluate(task, source + f"\n# {i}\n"), range(4)))
         assert all(r.status is Status.correct and r.timing is not None for r in results)
         assert {r.device for r in results} == set(fleet.devices)
+
+
+def test_autotuners_are_found_so_timing_can_retune_them_on_a_quiet_gpu(tmp_path):
+    """The timing job forgets configs chosen while other work shared the GPU; it must find them."""
+    import sys
+
+    source = (ROOT / "benchmarks" / "throughput" / "kernels" / "softmax_autotune.py").read_text()
+    source += '''
+
+@triton.heuristics({"EVEN": lambda args: args["n"] % 2 == 0})
+@triton.autotune(configs=[triton.Config({}, num_warps=1), triton.Config({}, num_warps=2)], key=["n"])
+@triton.jit
+def wrapped_kernel(x_ptr, n, EVEN: tl.constexpr):
+    pass
+'''
+    try:
+        module = harness.load_candidate(source, str(tmp_path))
+        tuners = harness.autotuners(module)
+    finally:
+        sys.modules.pop("candidate", None)
+    assert len(tuners) == 2  # the plain one, and the one under @triton.heuristics
+    assert all(isinstance(t.cache, dict) for t in tuners)  # what the timing job clears after the gate

@@ -32,9 +32,17 @@ def test_lying_tensor_headers_are_rejected():
 @settings(max_examples=200, deadline=None)
 @given(st.binary(max_size=300))
 def test_garbage_on_the_result_channel_is_an_error_not_a_crash(blob):
-    messages, err = decode_messages(blob)
-    assert isinstance(messages, list)
+    messages, err, truncated = decode_messages(blob)
+    assert isinstance(messages, list) and isinstance(truncated, bool)
     assert err is None or isinstance(err, str)
+
+
+def test_a_stream_cut_inside_a_frame_keeps_its_whole_frames():
+    whole = wire.pack({"kind": "trial", "trial": 0}) + wire.pack({"kind": "done"})
+    cut = whole + wire.pack({"kind": "ops"})[:-3]
+    messages, err, truncated = decode_messages(cut)
+    assert err is None and truncated and [h["kind"] for h, _ in messages] == ["trial", "done"]
+    assert decode_messages(whole) == (messages, None, False)
 
 
 def test_compare_statuses():

@@ -1,0 +1,125 @@
+"""The worker pool's process plumbing: direct result pipes, the timing gate, limits, escapes."""
+
+import os
+import signal
+import time
+import uuid
+
+import pytest
+
+from adaexplore.evaluator import wire
+from adaexplore.evaluator.pool import WorkerPool, decode_messages
+from adaexplore.evaluator.types import Protocol
+from adaexplore.evaluator.verdict import candidate_failure
+
+from conftest import EXAMPLES
+
+SOFTMAX_TASK = (EXAMPLES / "tasks" / "softmax.py").read_text()
+SOFTMAX_KERNEL = (EXAMPLES / "kernels" / "softmax.py").read_text()
+PROTOCOL = Protocol(warmup_runs=1, timed_runs=3, timeout_s=60).model_dump(mode="json")
+
+
+@pytest.fixture(scope="module")
+def pool(tmp_path_factory):
+    p = WorkerPool(interpret=True, work_dir=str(tmp_path_factory.mktemp("pool")))
+    yield p
+    p.close()
+
+
+def job(kind, **extra):
+    return {"kind": kind, "task_source": SOFTMAX_TASK, "protocol": PROTOCOL, "device": "cpu", **extra}
+
+
+def test_gated_job_waits_for_the_gate_and_its_wait_is_not_counted(pool):
+    ready = []
+    # 12 s of limit for the setup; the job then waits 14 s at its gate, which must not count.
+    submitted = pool.submit(job("timing", candidate_source=SOFTMAX_KERNEL), 12.0, on_ready=lambda: ready.append(1))
+    deadline = time.monotonic() + 60
+    while not ready and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert ready, submitted.future.result() if submitted.future.done() else "never ready"
+    time.sleep(14)
+    assert not submitted.future.done()  # nothing is measured before the gate opens
+    pool.open_gate(submitted.job_id)
+    res = submitted.future.result(timeout=60)
+    assert not res.timed_out and res.exit_code == 0, res.output_tail
+    head, outputs = res.first("timing")
+    assert len(head["event_ms"]) == 3 and outputs[0].shape == (64, 256)
+
+
+def test_ungated_jobs_run_straight_through(pool):
+    res = pool.run(job("reference"), 60)
+    assert res.first("done") is not None and len(res.all("trial")) == 5
+
+
+def test_results_over_the_size_limit_are_cut_off_and_the_process_killed(tmp_path):
+    small = WorkerPool(interpret=True, work_dir=str(tmp_path), max_result_bytes=200_000)
+    try:
+        # The reference alone reports 5 trials of 64 KB plus inputs: over 200 KB.
+        res = small.run(job("reference"), 60)
+        assert res.overflow and res.messages == []
+        assert candidate_failure(res)["error"].error_class == "OutputTooLarge"
+        # The pool is still usable for a job that fits.
+        ok = small.run(job("candidate", candidate_source="raise SystemExit\n"), 60)
+        assert not ok.overflow
+    finally:
+        small.close()
+
+
+def test_a_grandchild_holding_the_result_pipe_does_not_hold_the_result(pool, tmp_path):
+    """A candidate that leaves a detached process behind (its own session, every descriptor
+    inherited) still gets its result as soon as its own process ends."""
+    marker = f"/tmp/adaexplore-escapee-{uuid.uuid4().hex}"
+    escapee = f'''
+import os, time
+if os.fork() == 0:
+    os.setsid()
+    with open({marker!r}, "w") as fh:
+        fh.write(str(os.getpid()))
+    time.sleep(120)
+    os._exit(0)
+'''
+    submitted = pool.submit(job("candidate", candidate_source=escapee + SOFTMAX_KERNEL), 60)
+    try:
+        res = submitted.future.result(timeout=45)
+        assert res.first("done") is not None and len(res.all("trial")) == 5
+    finally:
+        for _ in range(50):
+            if os.path.exists(marker):
+                break
+            time.sleep(0.1)
+        if os.path.exists(marker):
+            try:
+                os.kill(int(open(marker).read()), signal.SIGKILL)
+            except (ProcessLookupError, ValueError):
+                pass
+            os.unlink(marker)
+
+
+def test_written_messages_decode_in_place_when_aligned():
+    import torch
+
+    r, w = os.pipe()
+    x = torch.arange(20_000, dtype=torch.float32).reshape(100, 200)
+    y = torch.ones(3, dtype=torch.bfloat16)
+    pid = os.fork()
+    if pid == 0:  # the writer, like a worker
+        os.close(r)
+        wire.write_message(w, {"kind": "a"})
+        wire.write_message(w, {"kind": "b", "tensors": [wire.encode_tensor(x)[0], wire.encode_tensor(y)[0]]},
+                           [wire.encode_tensor(x)[1], wire.encode_tensor(y)[1]])
+        os._exit(0)
+    os.close(w)
+    buf = bytearray()
+    while chunk := os.read(r, 1 << 16):
+        buf += chunk
+    os.close(r)
+    os.waitpid(pid, 0)
+    assert len(buf) % wire.ALIGN == 0
+    messages, err, truncated = decode_messages(memoryview(buf))
+    assert err is None and not truncated and [h["kind"] for h, _ in messages] == ["a", "b"]
+    got_x, got_y = messages[1][1]
+    assert torch.equal(got_x, x) and torch.equal(got_y, y)
+    base = memoryview(buf)
+    start = torch.frombuffer(base, dtype=torch.uint8).data_ptr()
+    assert start <= got_x.data_ptr() < start + len(buf)  # a view of the receive buffer, not a copy
