@@ -42,7 +42,7 @@ def run_warm(pairs, task_paths, protocol, args, root: Path) -> dict:
     if protocol is not None:
         tasks = {n: t.model_copy(update={"protocol": protocol}) for n, t in tasks.items()}
     ev = Evaluator(work_dir=root / "warm", max_parallel=args.max_parallel, baselines=("eager",),
-                   cpu_timing=args.cpu_check, quiet_timing=not args.shared_gpu)
+                   cpu_timing=args.cpu_check, quiet_timing=not args.shared_gpu, trace=True)
     out: dict = {"results": {}, "latency": {}}
     try:
         t0 = time.monotonic()
@@ -57,11 +57,11 @@ def run_warm(pairs, task_paths, protocol, args, root: Path) -> dict:
                 r = ev.evaluate(tasks[task_name], mix.kernel_source(kernel))
                 res = {"status": r.status.value, "ms": r.timing.mean_ms if r.timing else None,
                        "ref_ms": r.reference_timing.mean_ms if r.reference_timing else None,
-                       "speedup": r.speedup, "feedback": r.feedback(400)}
+                       "speedup": r.speedup, "autotune": r.autotune_configs, "feedback": r.feedback(400)}
             except Exception as exc:  # noqa: BLE001 - one pair must not end the run
                 res = {"status": f"harness_error: {type(exc).__name__}: {exc}"[:200], "ms": None}
             lat = time.monotonic() - s0
-            mix.log(f"[warm] {kernel}: {res['status']} in {lat:.1f} s")
+            mix.log(f"[warm] {kernel}: {res['status']} in {lat:.1f} s {res.get('autotune') or ''}")
             return kernel, res, lat
 
         t1 = time.monotonic()
@@ -70,9 +70,29 @@ def run_warm(pairs, task_paths, protocol, args, root: Path) -> dict:
                 out["results"][kernel] = res
                 out["latency"][kernel] = lat
         out["wall_s"] = time.monotonic() - t1
+        out["trace"] = [{**e, "at": round(e["at"] - t1, 3)} for e in ev.trace or []]
     finally:
         ev.close()
     return out
+
+
+def trace_table(trace: list[dict]) -> list[str]:
+    """Where the warm mode's worker jobs spent their time, by kind: mean (max) seconds."""
+    phases = ["queued_s", "setup_s", "gpu_wait_s", "measure_s", "run_s"]
+    groups: dict[str, list[dict]] = {}
+    for e in trace:
+        name = e["kind"] + (" (candidate)" if e["kind"] == "timing" and e["candidate"] else
+                            " (baseline)" if e["kind"] == "timing" else "")
+        groups.setdefault(name, []).append(e)
+    lines = ["| warm job | count | " + " | ".join(p.removesuffix("_s") + " s" for p in phases) + " |",
+             "| --- | --- |" + " --- |" * len(phases)]
+    for name, items in sorted(groups.items()):
+        cells = []
+        for p in phases:
+            xs = [e[p] for e in items if p in e]
+            cells.append(f"{sum(xs) / len(xs):.2f} ({max(xs):.2f})" if xs else "-")
+        lines.append(f"| {name} | {len(items)} | " + " | ".join(cells) + " |")
+    return lines
 
 
 def run_cold(pairs, task_paths, protocol, args, root: Path) -> dict:
@@ -100,7 +120,7 @@ def run_cold(pairs, task_paths, protocol, args, root: Path) -> dict:
             if result_file.exists():
                 r = json.loads(result_file.read_text())
                 timing = r.get("timing") or {}
-                res = {"status": r.get("status"), "ms": timing.get("mean_ms")}
+                res = {"status": r.get("status"), "ms": timing.get("mean_ms"), "autotune": r.get("autotune_configs")}
             else:
                 res = {"status": "runtime_error", "ms": None,
                        "note": f"process ended ({proc.returncode}) without a result: {proc.stderr[-300:]}"}
@@ -109,7 +129,7 @@ def run_cold(pairs, task_paths, protocol, args, root: Path) -> dict:
         except Exception as exc:  # noqa: BLE001
             res = {"status": f"harness_error: {type(exc).__name__}: {exc}"[:200], "ms": None}
         lat = time.monotonic() - s0
-        mix.log(f"[cold] {kernel}: {res['status']} in {lat:.1f} s")
+        mix.log(f"[cold] {kernel}: {res['status']} in {lat:.1f} s {res.get('autotune') or ''}")
         out["results"][kernel] = res
         out["latency"][kernel] = lat
     out["wall_s"] = time.monotonic() - t0
@@ -166,6 +186,10 @@ def report(pairs, warm: dict, cold: dict, args, device: str) -> tuple[str, bool]
     else:
         lines.append("No correct candidate was timed in both modes.")
     lines.append(f"Every pair got its expected status in both modes: {'yes' if statuses_ok else 'NO'}")
+    if warm.get("trace"):
+        lines += ["", "Warm worker jobs, mean (max) seconds: waiting for a slot and the GPU, preparing "
+                  "(timing jobs, before their gate), waiting for the exclusive GPU, measuring, running:", ""]
+        lines += trace_table(warm["trace"])
     return "\n".join(lines) + "\n", statuses_ok
 
 

@@ -10,8 +10,10 @@ out=${OUT:-/tmp/out}; mkdir -p "$out"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/device.txt"
 python3 -c "import torch, triton, adaexplore.evaluator as e; print('torch', torch.__version__, 'triton', triton.__version__, e.__file__)" | tee -a "$out/device.txt"
 case "${1:-tests}" in
-  tests)  # the whole suite, GPU-only tests included
-    timeout 560 python3 -m pytest -q -p no:cacheprovider -rfs --tb=short tests 2>&1 | tee "$out/pytest_gpu.txt" | tail -40 ;;
+  tests)  # the whole suite, GPU-only tests included; two workers (timings still exclusive:
+    # every evaluator on the machine shares the per-GPU lock)
+    timeout 585 python3 -m pytest -q -p no:cacheprovider -n 2 --dist loadfile -rfs --tb=short --durations=15 \
+      tests 2>&1 | tee "$out/pytest_gpu.txt" | tail -60 ;;
   bench)  # throughput (warm vs cold) and timing fidelity
     timeout 300 python3 benchmarks/eval_throughput.py --quick --json-out "$out/throughput.json" \
       > "$out/throughput.md" 2> "$out/throughput.log"; cat "$out/throughput.md"; tail -5 "$out/throughput.log"

@@ -21,7 +21,8 @@ import torch
 
 from . import jobs, lint
 from .pool import WorkerResult
-from .service import NO_GPU_NOTE, Evaluator, Reference
+from .reference import Reference
+from .service import NO_GPU_NOTE, Evaluator
 from .verdict import expect, timing_method
 from .task import Task, load_task_file, source_hash
 from .timing import summarize

@@ -262,7 +262,8 @@ def _time(job, rep, model, task, protocol: Protocol, device, flag_guard: guards.
     outputs = [o for o in harness.as_outputs(last) if isinstance(o, torch.Tensor)]
     rep.send({"kind": "timing", "event_ms": event_ms, "synced_ms": synced_ms,
               "method": "cuda_events" if device.type == "cuda" else "host_clock",
-              "replaced": guards.replaced_functions(), "flags_reset": reset}, outputs)
+              "replaced": guards.replaced_functions(), "flags_reset": reset,
+              "autotuned": [str(getattr(t, "best_config", None)) for t in (tuners or [])[:8]]}, outputs)
 
 
 def _check_clean(rep: Reporter, flag_guard: guards.FlagGuard, phase: str) -> bool:

@@ -6,16 +6,13 @@ this trusted process -> on a GPU, timing of reference and candidate under an exc
 
 from __future__ import annotations
 
-import fcntl
 import logging
 import os
-import re
 import tempfile
 import threading
 import time
 from collections import OrderedDict
-from contextlib import contextmanager, nullcontext
-from dataclasses import dataclass, field
+from contextlib import nullcontext
 from pathlib import Path
 
 import torch
@@ -23,11 +20,13 @@ import torch
 from . import lint
 from .baselines import BASELINES, BaselineKey, Baselines, BaselineStore
 from .compare import compare_outputs
+from .gpu_lock import GpuLock, default_lock_dir, physical_gpu_id
 from .pool import WorkerPool, WorkerResult
+from .reference import Reference
 from .task import Task, source_hash
 from .timing import summarize
 from .types import ErrorInfo, EvalResult, Protocol, Status, TaskFlag, TaskValidation, TimingStats
-from .verdict import candidate_failure, degenerate_flags, expect, timing_method, worker_failure
+from .verdict import candidate_failure, degenerate_flags, expect, timing_method
 
 log = logging.getLogger("adaexplore.evaluator")
 
@@ -38,87 +37,11 @@ ESCAPE_SLACK_MS = 0.05
 REFERENCE_CACHE_SIZE = 16  # tasks whose reference outputs stay in memory
 
 
-def _set_event() -> threading.Event:
-    event = threading.Event()
-    event.set()
-    return event
-
-
-@dataclass
-class Reference:
-    """What the reference did, measured in a process that never saw candidate code."""
-
-    outputs: list[list[torch.Tensor]] = field(default_factory=list)
-    inputs: list[torch.Tensor] = field(default_factory=list)
-    repeat: list[torch.Tensor] = field(default_factory=list)
-    ops: list[str] = field(default_factory=list)
-    flags: list[dict] = field(default_factory=list)
-    error: ErrorInfo | None = None
-    timing: TimingStats | None = None
-    check_outputs: list[torch.Tensor] = field(default_factory=list)
-    compile_timing: TimingStats | None = None
-    compile_note: str | None = None
-    device_info: dict = field(default_factory=dict)
-    elapsed_s: float = 0.0
-    # Cleared while the baselines (eager, torch.compile) of this reference are being measured.
-    baselines_ready: threading.Event = field(default_factory=_set_event)
-
-    def best_ms(self) -> float | None:
-        """The faster of the measured baselines (eager, torch.compile)."""
-        times = [t.mean_ms for t in (self.timing, self.compile_timing) if t is not None and t.mean_ms > 0]
-        return min(times) if times else None
-
-    @classmethod
-    def from_report(cls, res: WorkerResult) -> "Reference":
-        """Collect a reference worker's messages (outputs, inputs, ops, flags, device)."""
-        ref = cls(error=worker_failure(res, subject="reference"))
-        if ref.error is not None:
-            return ref
-        for head, tensors in res.messages:
-            kind = head.get("kind")
-            if kind == "trial":
-                ref.outputs.append(tensors)
-            elif kind == "inputs":
-                ref.inputs = tensors
-            elif kind == "repeat":
-                ref.repeat = tensors
-            elif kind == "ops":
-                ref.ops = list(head.get("ops", []))
-                ref.flags = list(head.get("flags", []))
-            elif kind == "check":
-                ref.check_outputs = tensors
-            elif kind == "device":
-                ref.device_info = {k: str(head.get(k, "")) for k in ("name", "torch", "triton")}
-            elif kind == "error":
-                ref.error = ErrorInfo.model_validate(head["error"])
-        return ref
-
-
 def _physical_memory() -> int:
     try:
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError):  # pragma: no cover
         return 16 << 30
-
-
-def default_lock_dir() -> Path:
-    """Where every evaluator on this machine keeps its per-GPU lock files (all users share it)."""
-    path = Path(tempfile.gettempdir()) / "adaexplore-gpu-locks"
-    path.mkdir(exist_ok=True)
-    try:
-        path.chmod(0o1777)
-    except OSError:  # someone else's directory, already shared
-        pass
-    return path
-
-
-def _lock_file(path: Path):
-    """An open file to flock; created readable and writable by everyone who shares the GPU."""
-    try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
-    except PermissionError:
-        fd = os.open(path, os.O_RDONLY)
-    return os.fdopen(fd, "rb", buffering=0)  # flock needs no particular access mode
 
 
 def default_parallel(is_gpu: bool, members: int = 1) -> int:
@@ -132,23 +55,6 @@ def default_device() -> str:
     return "cuda:0" if torch.cuda.is_available() else "cpu"
 
 
-def physical_gpu_id(device: str, env_visible: str | None, pool_visible: str | None = None) -> str:
-    """The machine-wide id of the GPU `device` names, as a lock-file-safe string.
-
-    `pool_visible` is what the evaluator's own workers see (one GPU, by its physical id);
-    otherwise `device`'s index is read through this process's CUDA_VISIBLE_DEVICES.
-    """
-    if not device.startswith("cuda"):
-        return "cpu"
-    if pool_visible and pool_visible.strip():
-        ident = pool_visible.split(",")[0].strip()
-    else:
-        index = int(device.split(":")[1]) if ":" in device else 0
-        entries = [v.strip() for v in (env_visible or "").split(",") if v.strip()]
-        ident = entries[index] if index < len(entries) else str(index)
-    return re.sub(r"[^A-Za-z0-9_.-]", "_", ident) or "0"
-
-
 class Evaluator:
     """Evaluates candidates against tasks. Thread-safe; `evaluate` blocks and never raises for a kernel."""
 
@@ -156,7 +62,7 @@ class Evaluator:
                  max_parallel: int | None = None, lock_dir: str | Path | None = None,
                  memory_limit_bytes: int | None = None, baselines: tuple[str, ...] | None = None,
                  visible_devices: str | None = None, cpu_timing: bool = False,
-                 quiet_timing: bool = True) -> None:
+                 quiet_timing: bool = True, trace: bool = False) -> None:
         self.device = device or default_device()
         self.is_gpu = self.device.startswith("cuda")
         # With `visible_devices` the workers see exactly one GPU (by physical id) as cuda:0.
@@ -194,8 +100,9 @@ class Evaluator:
         self._results: dict[tuple, EvalResult] = {}
         # Correctness runs keep off the GPU while a candidate is timed (see gpu_shared).
         self.quiet_timing = quiet_timing
-        self._rw = threading.Condition()
-        self._writers_waiting = 0
+        self.gpu = GpuLock(self.lock_dir, self.physical_id)
+        # With `trace`, where each worker job spent its time (see `_trace`), for benchmarks.
+        self.trace: list[dict] | None = [] if trace else None
 
     def close(self) -> None:
         self.pool.close()
@@ -220,49 +127,27 @@ class Evaluator:
     # order deadlocks: threads holding the GPU would wait for slots held by threads waiting for it.
     def _run(self, job: dict, timeout_s: float, gpu: str | None = None) -> WorkerResult:
         """Run a job in a worker slot; with `gpu` "shared" or "exclusive", holding the GPU so."""
+        t0 = time.monotonic()
         with self._slots:
             hold = self.gpu_shared() if gpu == "shared" else self.gpu_lock() if gpu == "exclusive" else nullcontext()
             with hold:
-                return self.pool.run(job, timeout_s)
+                t1 = time.monotonic()
+                res = self.pool.run(job, timeout_s)
+        self._trace(job, queued_s=t1 - t0, run_s=time.monotonic() - t1)
+        return res
 
-    @contextmanager
+    def _trace(self, job: dict, **phases: float) -> None:
+        if self.trace is not None:
+            self.trace.append({"kind": job["kind"], "candidate": bool(job.get("candidate_source")),
+                               "at": time.monotonic(), **{k: round(v, 3) for k, v in phases.items()}})
+
     def gpu_lock(self):
-        """Exclusive use of this GPU for timing, across threads and server processes."""
-        path = self.lock_dir / f"gpu-{self.physical_id}.lock"
-        with self._rw:
-            self._writers_waiting += 1
-        try:
-            with _lock_file(path) as fh:
-                fcntl.flock(fh, fcntl.LOCK_EX)
-                try:
-                    yield
-                finally:
-                    fcntl.flock(fh, fcntl.LOCK_UN)
-        finally:
-            with self._rw:
-                self._writers_waiting -= 1
-                self._rw.notify_all()
+        """Exclusive use of this GPU (timing), across threads and processes on this machine."""
+        return self.gpu.exclusive()
 
-    @contextmanager
     def gpu_shared(self):
-        """Shared use of this GPU (correctness runs): excluded while a timing holds `gpu_lock`.
-
-        Other processes' kernels would otherwise time-slice into the timed runs. Within this
-        process a waiting timing goes first, so a stream of correctness runs cannot starve it.
-        """
-        if not (self.timed and self.quiet_timing):
-            yield
-            return
-        with self._rw:
-            while self._writers_waiting:
-                self._rw.wait()
-        path = self.lock_dir / f"gpu-{self.physical_id}.lock"
-        with _lock_file(path) as fh:
-            fcntl.flock(fh, fcntl.LOCK_SH)
-            try:
-                yield
-            finally:
-                fcntl.flock(fh, fcntl.LOCK_UN)
+        """Shared use of this GPU (correctness runs), excluded while a timing holds it."""
+        return self.gpu.shared() if self.timed and self.quiet_timing else nullcontext()
 
     def _run_shared(self, job: dict, timeout_s: float) -> WorkerResult:
         return self._run(job, timeout_s, gpu="shared")
@@ -271,16 +156,23 @@ class Evaluator:
         """A timing job: it loads, compiles and builds its inputs alongside correctness runs,
         then waits at its gate; only its measurement holds the GPU exclusively."""
         wake = threading.Event()
+        t0 = time.monotonic()
         with self._slots:
             with self.gpu_shared():
+                t1 = time.monotonic()
                 submitted = self.pool.submit(job, timeout_s, on_ready=wake.set)
                 submitted.future.add_done_callback(lambda _f: wake.set())
                 wake.wait(timeout_s + 60)
+            t2 = time.monotonic()
             if submitted.future.done():  # it failed before it was ready to measure
+                self._trace(job, queued_s=t1 - t0, setup_s=t2 - t1)
                 return submitted.future.result()
             with self.gpu_lock():
+                t3 = time.monotonic()
                 self.pool.open_gate(submitted.job_id)
-                return submitted.future.result(timeout=timeout_s + 60)
+                res = submitted.future.result(timeout=timeout_s + 60)
+        self._trace(job, queued_s=t1 - t0, setup_s=t2 - t1, gpu_wait_s=t3 - t2, measure_s=time.monotonic() - t3)
+        return res
 
     # --- reference --------------------------------------------------------------------
     def reference(self, task: Task, protocol: Protocol | None = None, remeasure: bool = False) -> Reference:
@@ -541,10 +433,12 @@ class Evaluator:
                 "cheat_reason": f"work escapes the timed stream: {synced_median:.3f} ms with device-wide "
                                 f"synchronization vs {stats.median_ms:.3f} ms by stream events"})
         flags = sorted(set(result.flags_reset) | set(head.get("flags_reset", [])))
+        tuned = head.get("autotuned")
+        tuned = [c[:200] for c in tuned if isinstance(c, str)][:8] if isinstance(tuned, list) else []
         speedup = ref.timing.mean_ms / stats.mean_ms if ref.timing and stats.mean_ms > 0 else None
         best = ref.best_ms()
         speedup_vs_best = best / stats.mean_ms if best and stats.mean_ms > 0 else None
         return result.model_copy(update={"timing": stats, "reference_timing": ref.timing,
                                          "compile_timing": ref.compile_timing, "compile_note": ref.compile_note,
                                          "speedup": speedup, "speedup_vs_best": speedup_vs_best,
-                                         "flags_reset": flags})
+                                         "flags_reset": flags, "autotune_configs": tuned})

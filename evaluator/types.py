@@ -147,6 +147,8 @@ class EvalResult(Model):
     compile_note: str | None = None
     timing_note: str | None = None
     flags_reset: list[str] = Field(default_factory=list)
+    autotune_configs: list[str] = Field(default_factory=list, description="the config each autotuned kernel "
+                                                                          "chose for the timed runs")
     stdout_tail: str | None = None
     elapsed_s: float = 0.0
 
@@ -185,6 +187,8 @@ class EvalResult(Model):
                              f"({self.compile_timing.mean_ms:.4f} ms compiled)")
         elif self.timing_note:
             parts.append(f"timing: {self.timing_note}")
+        if self.autotune_configs:
+            parts.append("autotune chose: " + "; ".join(self.autotune_configs))
         if self.flags_reset:
             parts.append("reset global flags: " + ", ".join(self.flags_reset))
         if self.stdout_tail and self.status is not Status.correct:

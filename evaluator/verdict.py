@@ -15,7 +15,7 @@ from .pool import WorkerResult
 from .types import ErrorInfo, Protocol, Status, TaskFlag
 
 if TYPE_CHECKING:
-    from .service import Reference
+    from .reference import Reference
 
 def timing_method(head: dict) -> str:
     method = head.get("method")

@@ -363,3 +363,12 @@ def wrapped_kernel(x_ptr, n, EVEN: tl.constexpr):
         sys.modules.pop("candidate", None)
     assert len(tuners) == 2  # the plain one, and the one under @triton.heuristics
     assert all(isinstance(t.cache, dict) for t in tuners)  # what the timing job clears after the gate
+
+
+def test_the_autotuned_config_that_was_timed_is_reported(tmp_path):
+    source = (ROOT / "benchmarks" / "throughput" / "kernels" / "softmax_autotune.py").read_text()
+    with Evaluator(device="cpu", work_dir=tmp_path, cpu_timing=True, baselines=("eager",)) as ev:
+        result = ev.evaluate(example_task("softmax", warmup_runs=1, timed_runs=3), source)
+    assert result.status is Status.correct, result.feedback()
+    assert len(result.autotune_configs) == 1 and "num_warps: 4" in result.autotune_configs[0]
+    assert "autotune chose: " in result.feedback()

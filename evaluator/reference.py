@@ -1,0 +1,68 @@
+"""What the reference did: its outputs, flags and baseline timings, from a trusted worker."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+
+import torch
+
+from .pool import WorkerResult
+from .types import ErrorInfo, TimingStats
+from .verdict import worker_failure
+
+
+def _set_event() -> threading.Event:
+    event = threading.Event()
+    event.set()
+    return event
+
+
+@dataclass
+class Reference:
+    """What the reference did, measured in a process that never saw candidate code."""
+
+    outputs: list[list[torch.Tensor]] = field(default_factory=list)
+    inputs: list[torch.Tensor] = field(default_factory=list)
+    repeat: list[torch.Tensor] = field(default_factory=list)
+    ops: list[str] = field(default_factory=list)
+    flags: list[dict] = field(default_factory=list)
+    error: ErrorInfo | None = None
+    timing: TimingStats | None = None
+    check_outputs: list[torch.Tensor] = field(default_factory=list)
+    compile_timing: TimingStats | None = None
+    compile_note: str | None = None
+    device_info: dict = field(default_factory=dict)
+    elapsed_s: float = 0.0
+    # Cleared while the baselines (eager, torch.compile) of this reference are being measured.
+    baselines_ready: threading.Event = field(default_factory=_set_event)
+
+    def best_ms(self) -> float | None:
+        """The faster of the measured baselines (eager, torch.compile)."""
+        times = [t.mean_ms for t in (self.timing, self.compile_timing) if t is not None and t.mean_ms > 0]
+        return min(times) if times else None
+
+    @classmethod
+    def from_report(cls, res: WorkerResult) -> "Reference":
+        """Collect a reference worker's messages (outputs, inputs, ops, flags, device)."""
+        ref = cls(error=worker_failure(res, subject="reference"))
+        if ref.error is not None:
+            return ref
+        for head, tensors in res.messages:
+            kind = head.get("kind")
+            if kind == "trial":
+                ref.outputs.append(tensors)
+            elif kind == "inputs":
+                ref.inputs = tensors
+            elif kind == "repeat":
+                ref.repeat = tensors
+            elif kind == "ops":
+                ref.ops = list(head.get("ops", []))
+                ref.flags = list(head.get("flags", []))
+            elif kind == "check":
+                ref.check_outputs = tensors
+            elif kind == "device":
+                ref.device_info = {k: str(head.get(k, "")) for k in ("name", "torch", "triton")}
+            elif kind == "error":
+                ref.error = ErrorInfo.model_validate(head["error"])
+        return ref
