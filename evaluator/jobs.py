@@ -31,6 +31,15 @@ def _fail(rep: Reporter, status: Status, exc: BaseException, source: str | None,
     rep.send({"kind": "error", "status": status.value, "phase": phase, "error": harness.error_info(exc, source)})
 
 
+def load_task_or_report(job: dict, rep: Reporter):
+    """The task's module, or None once its failure is reported as ours (it loaded at registration)."""
+    try:
+        return harness.load_task(job["task_source"])
+    except BaseException as exc:  # noqa: BLE001
+        rep.send({"kind": "infra", "message": f"task failed to load in worker: {exc}"})
+        return None
+
+
 def run_reference(job: dict, rep: Reporter) -> None:
     """Outputs of the reference for every trial, and the facts task validation needs."""
     protocol = Protocol.model_validate(job["protocol"])
@@ -112,10 +121,8 @@ def run_candidate(job: dict, rep: Reporter) -> None:
     counter = guards.LaunchCounter()
     counter.install()
     flag_guard = guards.FlagGuard()
-    try:
-        task = harness.load_task(job["task_source"])
-    except BaseException as exc:  # noqa: BLE001
-        rep.send({"kind": "infra", "message": f"task failed to load in worker: {exc}"})
+    task = load_task_or_report(job, rep)
+    if task is None:
         return
     try:
         module = harness.load_candidate(source, job["scratch"])

@@ -8,6 +8,7 @@ once, in parallel with other jobs, and decode without another copy.
 
 from __future__ import annotations
 
+import fcntl
 import itertools
 import logging
 import os
@@ -196,8 +197,6 @@ class WorkerPool:
                                    "gated": on_ready is not None}})
         r, w = os.pipe()
         try:
-            import fcntl
-
             fcntl.fcntl(r, _F_SETPIPE_SZ, 1 << 20)  # fewer, larger reads for big outputs
         except OSError:
             pass

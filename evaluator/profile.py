@@ -65,10 +65,8 @@ def run_profile(job: dict, rep) -> None:
             note(f"device peaks unavailable: {type(exc).__name__}: {exc}")
 
     # 2. the floor, from the trusted reference, still before the candidate is imported
-    try:
-        task = harness.load_task(job["task_source"])
-    except BaseException as exc:  # noqa: BLE001
-        rep.send({"kind": "infra", "message": f"task failed to load in worker: {exc}"})
+    task = jobs.load_task_or_report(job, rep)
+    if task is None:
         return
     try:
         rep.send({"kind": "floor", **task_floor(task, protocol, device)})

@@ -26,19 +26,8 @@ class WireError(ValueError):
     """A message did not decode: the sender is broken or hostile."""
 
 
-def pack(obj: dict, blobs: list[bytes] | None = None) -> bytes:
-    """One message: a JSON header followed by raw byte blobs, each length-prefixed."""
-    blobs = blobs or []
-    head = orjson.dumps({"h": obj, "n": [len(b) for b in blobs]})
-    parts = [_LEN.pack(len(head)), head]
-    for b in blobs:
-        parts.append(b)
-    body = b"".join(parts)
-    return _LEN.pack(len(body)) + body
-
-
-def write_message(fd: int, obj: dict, blobs: list | None = None) -> None:
-    """Write what :func:`pack` would build, without first joining large blobs into one buffer.
+def _frame_parts(obj: dict, blobs: list | None = None) -> list:
+    """One message, in pieces: the length prefix and JSON header, then the raw blobs, then padding.
 
     Padding (spaces after the header, zeros after the last blob; both ignored by :func:`unpack`)
     keeps every frame and its first blob at a multiple of ALIGN bytes in the stream, so the
@@ -49,11 +38,20 @@ def write_message(fd: int, obj: dict, blobs: list | None = None) -> None:
     head += b" " * (-(2 * _LEN.size + len(head)) % ALIGN)
     data = sum(len(b) for b in blobs)
     tail = -data % ALIGN
-    write_frame(fd, _LEN.pack(_LEN.size + len(head) + data + tail) + _LEN.pack(len(head)) + head)
-    for b in blobs:
-        write_frame(fd, b)
-    if tail:
-        write_frame(fd, bytes(tail))
+    prefix = _LEN.pack(_LEN.size + len(head) + data + tail) + _LEN.pack(len(head)) + head
+    return [prefix, *blobs, bytes(tail)]
+
+
+def pack(obj: dict, blobs: list | None = None) -> bytes:
+    """One message as a single buffer (small messages)."""
+    return b"".join(_frame_parts(obj, blobs))
+
+
+def write_message(fd: int, obj: dict, blobs: list | None = None) -> None:
+    """Write one message without first joining large blobs into one buffer."""
+    for part in _frame_parts(obj, blobs):
+        if len(part):
+            write_frame(fd, part)
 
 
 def unpack(body: bytes) -> tuple[dict, list[memoryview]]:

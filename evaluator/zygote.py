@@ -95,8 +95,6 @@ class Zygote:
                 child = self.children.get(head.get("job_id"))
                 if child is not None:
                     self._kill(child)
-            elif op == "ping":
-                self._reply({"job_id": head.get("job_id"), "pong": True, "pid": os.getpid()})
             elif op == "exit":
                 self.running = False
 

@@ -64,6 +64,13 @@ def cli(*args: str, timeout: float = 300, data_dir: Path | None = None) -> subpr
                           text=True, timeout=timeout, env=env())
 
 
+def issue_token(data_dir: Path, name: str, scopes: str) -> str:
+    """A bearer token issued through the real CLI, as an operator would."""
+    out = cli("token", "issue", name, "--scopes", scopes, data_dir=data_dir)
+    assert out.returncode == 0, out.stderr
+    return out.stdout.strip()
+
+
 class HttpServer:
     """`adaexplore serve --http` in its own process group on a free loopback port."""
 

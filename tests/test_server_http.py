@@ -9,23 +9,18 @@ import pytest
 
 from adaexplore.search import NodeView, SearchParams, TreeIndex
 from adaexplore.server.store import Store
-from server_support import SLEEPY, SOFTMAX, HttpServer, cli, compile_error_kernel, http_client
+from server_support import SLEEPY, SOFTMAX, HttpServer, compile_error_kernel, http_client, issue_token
 
 INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
         "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
 HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 
 
-def token(data_dir, name, scopes):
-    out = cli("token", "issue", name, "--scopes", scopes, data_dir=data_dir)
-    assert out.returncode == 0, out.stderr
-    return out.stdout.strip()
-
-
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
     d = tmp_path_factory.mktemp("http")
-    tokens = {"rw": token(d, "alice", "read,write"), "r": token(d, "bob", "read"), "w": token(d, "carol", "write")}
+    tokens = {"rw": issue_token(d, "alice", "read,write"), "r": issue_token(d, "bob", "read"),
+              "w": issue_token(d, "carol", "write")}
     srv = HttpServer(d).start()
     yield srv, tokens
     srv.stop()
@@ -79,7 +74,7 @@ def test_http_session_attributes_nodes_to_token(served, mode):
 
 @pytest.mark.slow
 def test_eight_agents_share_one_tree(tmp_path):
-    tok = token(tmp_path, "team", "read,write")
+    tok = issue_token(tmp_path, "team", "read,write")
     srv = HttpServer(tmp_path).start()
     try:
         async def main():
@@ -142,7 +137,7 @@ def test_eight_agents_share_one_tree(tmp_path):
 
 @pytest.mark.slow
 def test_crash_during_evaluation_and_restart(tmp_path):
-    tok = token(tmp_path, "ops", "read,write")
+    tok = issue_token(tmp_path, "ops", "read,write")
     srv = HttpServer(tmp_path, "--wait-limit", "1").start()
     try:
         async def before():

@@ -9,7 +9,7 @@ from adaexplore.server.app import build_server
 from adaexplore.server.config import ServerConfig
 from adaexplore.server.store import Store
 from adaexplore.skills.render import estimate_tokens
-from server_support import EXAMPLES, SOFTMAX, HttpServer, cli, compile_error_kernel, http_client, variant
+from server_support import EXAMPLES, SOFTMAX, HttpServer, cli, compile_error_kernel, http_client, issue_token, variant
 
 F32 = "Do not call tl.float32(x); use x.to(tl.float32)"
 CAST_WORDINGS = [
@@ -260,12 +260,6 @@ def test_export_import_into_a_fresh_server(server, tmp_path):
 # -- over HTTP: scopes and concurrent agents ---------------------------------------------------------
 
 
-def issue(data_dir, name, scopes):
-    out = cli("token", "issue", name, "--scopes", scopes, data_dir=data_dir)
-    assert out.returncode == 0, out.stderr
-    return out.stdout.strip()
-
-
 @pytest.fixture(scope="module")
 def team(tmp_path_factory):
     d = tmp_path_factory.mktemp("team")
@@ -276,7 +270,8 @@ def team(tmp_path_factory):
                           flags=[], params={}, protocol={}, created_by="setup", root_status="reference",
                           root_speedup=None, root_reward=None, root_result=None)
     store.close()
-    tokens = {"r": issue(d, "reader", "read"), "w": issue(d, "writer", "read,write"), "a": issue(d, "lead", "admin")}
+    tokens = {"r": issue_token(d, "reader", "read"), "w": issue_token(d, "writer", "read,write"),
+              "a": issue_token(d, "lead", "admin")}
     srv = HttpServer(d, "--memory-threshold", "2").start()
     yield srv, tokens, tasks
     srv.stop()
