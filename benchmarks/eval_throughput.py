@@ -83,6 +83,8 @@ def trace_table(trace: list[dict]) -> list[str]:
     for e in trace:
         name = e["kind"] + (" (candidate)" if e["kind"] == "timing" and e["candidate"] else
                             " (baseline)" if e["kind"] == "timing" else "")
+        if e.get("paused") == 0.0:  # measured again: the paused measurement saw a shared GPU
+            name += ", measured again after the others finished"
         groups.setdefault(name, []).append(e)
     lines = ["| warm job | count | " + " | ".join(p.removesuffix("_s") + " s" for p in phases) + " |",
              "| --- | --- |" + " --- |" * len(phases)]

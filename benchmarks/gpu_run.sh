@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# What runs on the GPU machine (see benchmarks/RESULTS.md). Usage: bash benchmarks/gpu_run.sh tests|bench|fleet
+# What runs on the GPU machine (see benchmarks/RESULTS.md). Usage: bash benchmarks/gpu_run.sh tests|bench|throughput|round|fidelity|fleet
 # The image has torch and Triton but not this project's other dependencies: they come as wheels
 # in .whl/ (made by the device-wheels tool), installed into /tmp/site.
 set -uo pipefail
@@ -22,6 +22,11 @@ case "${1:-tests}" in
   throughput)  # only the throughput run, with its full log
     timeout 540 python3 benchmarks/eval_throughput.py --quick --json-out "$out/throughput.json" \
       > "$out/throughput.md" 2> "$out/throughput.log"; cat "$out/throughput.md"; cat "$out/throughput.log" ;;
+  round)  # throughput, then the tests of the evaluator's GPU paths (two workers)
+    timeout 300 python3 benchmarks/eval_throughput.py --quick --json-out "$out/throughput.json" \
+      > "$out/throughput.md" 2> "$out/throughput.log"; cat "$out/throughput.md"; grep -v "^\[" "$out/throughput.log" | tail -20
+    timeout 250 python3 -m pytest -q -p no:cacheprovider -n 2 --dist loadfile -rfs --tb=short --durations=8 \
+      tests/test_gpu_lock.py tests/test_worker_pool.py tests/test_timing_protocol.py 2>&1 | tee "$out/pytest_gpu.txt" | tail -40 ;;
   fidelity)
     timeout 540 python3 benchmarks/timing_fidelity.py --json-out "$out/fidelity.json" \
       > "$out/fidelity.md" 2> "$out/fidelity.log"; cat "$out/fidelity.md"; tail -20 "$out/fidelity.log" ;;

@@ -14,6 +14,7 @@ import tempfile
 import threading
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Callable
 
 
 def default_lock_dir() -> Path:
@@ -54,40 +55,98 @@ def physical_gpu_id(device: str, env_visible: str | None, pool_visible: str | No
 
 
 class GpuLock:
-    """Exclusive (timing) and shared (correctness) use of one GPU. Within this process a waiting
-    exclusive holder goes first, so a stream of shared holders cannot starve it."""
+    """Exclusive (timing) and shared (correctness) use of one GPU.
 
-    def __init__(self, lock_dir: Path, physical_id: str) -> None:
+    Within this process the shared holders are counted and the process holds one flock for
+    them all. A timing does not wait for them to finish: it pauses them (`pause(keep)`, which
+    stops their processes; `keep` is the job about to be measured), takes the flock
+    exclusively, and resumes them afterwards (`resume()`). New shared holders wait while a
+    timing is pending or measuring, so it is never starved. Shared holders in other processes
+    are waited for, as the flock does.
+    """
+
+    def __init__(self, lock_dir: Path, physical_id: str, pause: Callable[[str | None], None] | None = None,
+                 resume: Callable[[], None] | None = None) -> None:
         self.path = Path(lock_dir) / f"gpu-{physical_id}.lock"
-        self._rw = threading.Condition()
-        self._exclusive_waiting = 0
+        self._pause, self._resume = pause, resume
+        self._cv = threading.Condition()
+        self._readers = 0
+        self._writer = False
+        self._writers_waiting = 0
+        self._fh = None  # this process's one open lock file while it holds the flock
+        self._mode = 0
 
-    @contextmanager
-    def exclusive(self):
-        with self._rw:
-            self._exclusive_waiting += 1
+    def _flock(self, mode: int) -> None:
+        """Hold the process's flock in `mode` (LOCK_SH, LOCK_EX) or release it (0). Under `_cv`."""
+        if mode == self._mode:
+            return
+        if not mode:
+            fcntl.flock(self._fh, fcntl.LOCK_UN)
+            self._fh.close()
+            self._fh, self._mode = None, 0
+            return
+        if self._fh is None:
+            self._fh = _lock_file(self.path)
         try:
-            with _flocked(self.path, fcntl.LOCK_EX):
-                yield
-        finally:
-            with self._rw:
-                self._exclusive_waiting -= 1
-                self._rw.notify_all()
+            fcntl.flock(self._fh, mode)
+        except BaseException:
+            self._fh.close()
+            self._fh, self._mode = None, 0
+            raise
+        self._mode = mode
 
     @contextmanager
     def shared(self):
-        with self._rw:
-            while self._exclusive_waiting:
-                self._rw.wait()
-        with _flocked(self.path, fcntl.LOCK_SH):
-            yield
-
-
-@contextmanager
-def _flocked(path: Path, mode: int):
-    with _lock_file(path) as fh:
-        fcntl.flock(fh, mode)
+        with self._cv:
+            while self._writer or self._writers_waiting:
+                self._cv.wait()
+            self._readers += 1
+            try:
+                self._flock(fcntl.LOCK_SH)
+            except BaseException:
+                self._readers -= 1
+                raise
         try:
             yield
         finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
+            with self._cv:
+                self._readers -= 1
+                if not self._readers and not self._writer:
+                    self._flock(0)
+                self._cv.notify_all()
+
+    @contextmanager
+    def exclusive(self, keep: str | None = None, pause: bool = True):
+        """Hold the GPU alone. With `pause` (and a pause hook), running shared holders of this
+        process are paused rather than waited for; `keep` names the job that is not paused."""
+        pausing = pause and self._pause is not None
+        with self._cv:
+            self._writers_waiting += 1
+            try:
+                while self._writer or (self._readers and not pausing):
+                    self._cv.wait()
+                self._writer = True
+            finally:
+                self._writers_waiting -= 1
+            paused = bool(self._readers)
+            try:
+                if paused:
+                    self._pause(keep)  # before the flock changes: paused work never runs unlocked
+                self._flock(fcntl.LOCK_EX)
+            except BaseException:
+                self._release_writer(paused)
+                raise
+        try:
+            yield
+        finally:
+            with self._cv:
+                self._release_writer(paused)
+
+    def _release_writer(self, paused: bool) -> None:
+        try:
+            self._flock(fcntl.LOCK_SH if self._readers else 0)
+        finally:
+            self._writer = False
+            if paused:
+                self._resume()
+            self._cv.notify_all()

@@ -258,7 +258,7 @@ def _time(job, rep, model, task, protocol: Protocol, device, flag_guard: guards.
     # Flags a candidate changed at import are put back before anything is measured.
     if flag_guard:
         flag_guard.restore()
-    event_ms, synced_ms, _ = timing.time_model(
+    measured = timing.time_model(
         run, prepare, warmup=protocol.warmup_runs, runs=protocol.timed_runs,
         flush_l2=protocol.flush_l2, device=device)
     prepare(harness.CHECK_RUN)
@@ -267,7 +267,8 @@ def _time(job, rep, model, task, protocol: Protocol, device, flag_guard: guards.
         torch.cuda.synchronize(device)
     reset = flag_guard.restore() if flag_guard else []
     outputs = [o for o in harness.as_outputs(last) if isinstance(o, torch.Tensor)]
-    rep.send({"kind": "timing", "event_ms": event_ms, "synced_ms": synced_ms,
+    rep.send({"kind": "timing", "event_ms": measured.event_ms, "drain_ms": measured.drain_ms,
+              "flush_ms": measured.flush_ms,
               "method": "cuda_events" if device.type == "cuda" else "host_clock",
               "replaced": guards.replaced_functions(), "flags_reset": reset,
               "autotuned": [str(getattr(t, "best_config", None)) for t in (tuners or [])[:8]]}, outputs)

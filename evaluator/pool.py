@@ -20,6 +20,7 @@ import sys
 import threading
 import time
 from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -31,6 +32,8 @@ log = logging.getLogger("adaexplore.evaluator")
 MAX_RESULT_BYTES = int(os.environ.get("ADAEXPLORE_MAX_RESULT_BYTES", str(4 << 30)))
 # After a job's process ended, how long its pipe may stay open (held by an escaped grandchild).
 PIPE_GRACE_S = 1.0
+PARENT_GONE_S = 10.0
+PAUSE_ACK_S = 5.0  # the parent confirms within its own 0.5 s limit unless it is gone
 _F_SETPIPE_SZ = 1031
 
 
@@ -126,6 +129,7 @@ class WorkerPool:
         self._sock: socket.socket | None = None
         self._ready = threading.Event()
         self._closed = False
+        self._acks: dict[str, threading.Event] = {}  # pause requests waiting for the parent's word
 
     # --- lifecycle ------------------------------------------------------------------
     def _start(self) -> None:
@@ -221,9 +225,45 @@ class WorkerPool:
         """Let a gated job that is waiting go on (the caller now holds the GPU for it)."""
         self._send({"op": "go", "job_id": job_id})
 
+    def pause(self, keep: str | None = None) -> None:
+        """Stop every running job's processes but `keep`'s; returns once they are stopped.
+        Their deadlines stand still until `resume`."""
+        token = secrets.token_hex(8)
+        done = threading.Event()
+        self._acks[token] = done
+        self._send({"op": "pause", "keep": keep, "token": token})
+        if not done.wait(PAUSE_ACK_S):
+            log.warning("the warm parent did not confirm a pause in %.0f s", PAUSE_ACK_S)
+        self._acks.pop(token, None)
+
+    def resume(self) -> None:
+        """Let the jobs stopped by `pause` run on."""
+        self._send({"op": "resume"})
+
     def run(self, job: dict, timeout_s: float) -> WorkerResult:
-        # The deadline is enforced in the warm parent; this margin only covers a dead parent.
-        return self.submit(job, timeout_s).future.result(timeout=timeout_s + 60)
+        return self.wait(self.submit(job, timeout_s))
+
+    def wait(self, submitted: Submitted, until: threading.Event | None = None) -> WorkerResult | None:
+        """The job's result, or None as soon as `until` is set first. The warm parent enforces
+        the job's deadline (which stands still while the job is paused); this only gives up
+        on a parent that is gone."""
+        while True:
+            if until is not None:
+                if until.wait(1.0):
+                    return submitted.future.result() if submitted.future.done() else None
+            elif submitted.future.done():
+                return submitted.future.result()
+            else:
+                try:
+                    return submitted.future.result(timeout=1.0)
+                except FutureTimeout:
+                    pass
+            proc = self._proc
+            if proc is None or proc.poll() is not None:
+                try:  # the reader thread resolves every job of a parent that died
+                    return submitted.future.result(timeout=PARENT_GONE_S)
+                except FutureTimeout:
+                    return _infra("the evaluator's warm parent is gone")
 
     def _send(self, head: dict) -> None:
         with self._lock:
@@ -280,6 +320,11 @@ class WorkerPool:
                 head, _ = wire.unpack(body)
                 if head.get("ready"):
                     self._ready.set()
+                    continue
+                if "paused" in head:
+                    ack = self._acks.get(head["paused"])
+                    if ack is not None:
+                        ack.set()
                     continue
                 job_id = head.get("job_id")
                 if head.get("gate") == "ready":

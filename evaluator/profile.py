@@ -120,9 +120,9 @@ def _profile_candidate_in_worker(job, rep, task, protocol, device, source: str, 
 
     if job.get("time_candidate", True):
         try:
-            event_ms, _, _ = timing.time_on_gpu(run, lambda _i: None, warmup=0,
-                                                runs=min(protocol.timed_runs, MAX_TIMED_RUNS),
-                                                flush_l2=protocol.flush_l2, device=device)
+            event_ms = timing.time_on_gpu(run, lambda _i: None, warmup=0,
+                                          runs=min(protocol.timed_runs, MAX_TIMED_RUNS),
+                                          flush_l2=protocol.flush_l2, device=device).event_ms
             stats = timing.summarize(event_ms, protocol.trim_fraction)
             rep.send({"kind": "timing", "median_ms": stats.median_ms, "mean_ms": stats.mean_ms})
         except Exception as exc:  # noqa: BLE001

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import statistics
 import time
-from typing import Callable
+from typing import Callable, NamedTuple
 
 import torch
 
@@ -24,6 +24,8 @@ _elapsed_time = torch.cuda.Event.elapsed_time
 _synchronize = torch.cuda.synchronize
 
 L2_FLUSH_BYTES = 256 * 1024 * 1024  # larger than any current GPU's L2 (H200: 60 MB)
+# A median flush this many times the fastest one means another context shared the GPU.
+CONTENTION_RATIO = 1.5
 
 
 def summarize(samples_ms: list[float], trim_fraction: float = 0.05, method: str = "cuda_events") -> TimingStats:
@@ -43,13 +45,36 @@ def summarize(samples_ms: list[float], trim_fraction: float = 0.05, method: str 
     )
 
 
+class Measured(NamedTuple):
+    """What a timing loop saw: per-run event times, how long the device still worked after a
+    call returned (a few runs), per-run L2-flush times, and the last output."""
+
+    event_ms: list[float]
+    drain_ms: list[float]
+    flush_ms: list[float]
+    out: object
+
+
+def contended(flush_ms: list[float]) -> bool:
+    """Whether another process's work shared the GPU during the runs.
+
+    The L2 flush before each run is the same memset every time, so on a quiet GPU its times
+    barely move; work from another context time-slices into it and inflates most of them.
+    """
+    if len(flush_ms) < 10:
+        return False
+    ordered = sorted(flush_ms)
+    return ordered[len(ordered) // 2] > CONTENTION_RATIO * ordered[0]
+
+
 def time_on_gpu(run: Callable[[int], object], prepare: Callable[[int], None], *, warmup: int, runs: int,
-                flush_l2: bool, device: torch.device) -> tuple[list[float], list[float], object]:
+                flush_l2: bool, device: torch.device) -> Measured:
     """Time `run(i)` with CUDA events around each call, flushing L2 before each.
 
     `prepare(i)` is called before the flush, outside the timed region (it refreshes inputs).
-    Also measures a few runs with device-wide synchronization and host clocks, which sees
-    work that escapes the current stream. Returns (event_ms, synced_ms, last_output).
+    The flush is timed too (see `contended`). A few more runs measure, with the host clock and
+    a device-wide synchronize, how long the device keeps working after `run` returned: work
+    that escapes the current stream shows there and not in the events.
     """
     flush = torch.empty(L2_FLUSH_BYTES // 4, dtype=torch.float32, device=device) if flush_l2 else None
     out = None
@@ -57,34 +82,36 @@ def time_on_gpu(run: Callable[[int], object], prepare: Callable[[int], None], *,
         prepare(i)
         out = run(i)
     _synchronize(device)
-    starts = [_Event(enable_timing=True) for _ in range(runs)]
-    ends = [_Event(enable_timing=True) for _ in range(runs)]
+    marks = [[_Event(enable_timing=True) for _ in range(runs)] for _ in range(3)]
+    flushes, starts, ends = marks
     for i in range(runs):
         prepare(i)
         if flush is not None:
+            _event_record(flushes[i])
             flush.zero_()
         _event_record(starts[i])
         out = run(i)
         _event_record(ends[i])
     _synchronize(device)
     event_ms = [_elapsed_time(s, e) for s, e in zip(starts, ends)]
+    flush_ms = [_elapsed_time(f, s) for f, s in zip(flushes, starts)] if flush is not None else []
 
-    synced_ms = []
+    drain_ms = []
     for i in range(min(10, runs)):
         prepare(i)
         if flush is not None:
             flush.zero_()
         _synchronize(device)
-        t0 = _perf_counter()
         out = run(i)
+        t0 = _perf_counter()
         _synchronize(device)
-        synced_ms.append((_perf_counter() - t0) * 1e3)
-    return event_ms, synced_ms, out
+        drain_ms.append((_perf_counter() - t0) * 1e3)
+    return Measured(event_ms, drain_ms, flush_ms, out)
 
 
 def time_on_host(run: Callable[[int], object], prepare: Callable[[int], None], *, warmup: int, runs: int,
-                 flush_l2: bool, device: torch.device) -> tuple[list[float], list[float], object]:
-    """The same loop on the CPU with host clocks (no events, no flush).
+                 flush_l2: bool, device: torch.device) -> Measured:
+    """The same loop on the CPU with host clocks (no events, no flush, nothing can escape).
 
     Only for exercising the timing path without a GPU (dry runs, tests); the evaluator
     reports no CPU timings by default.
@@ -99,11 +126,11 @@ def time_on_host(run: Callable[[int], object], prepare: Callable[[int], None], *
         t0 = _perf_counter()
         out = run(i)
         samples.append((_perf_counter() - t0) * 1e3)
-    return samples, list(samples[:10]), out
+    return Measured(samples, [], [], out)
 
 
 def time_model(run: Callable[[int], object], prepare: Callable[[int], None], *, warmup: int, runs: int,
-               flush_l2: bool, device: torch.device) -> tuple[list[float], list[float], object]:
+               flush_l2: bool, device: torch.device) -> Measured:
     """CUDA events on a GPU, host clocks elsewhere."""
     timer = time_on_gpu if device.type == "cuda" else time_on_host
     return timer(run, prepare, warmup=warmup, runs=runs, flush_l2=flush_l2, device=device)

@@ -156,3 +156,20 @@ def degenerate_flags(ref: Reference, protocol: Protocol) -> list[TaskFlag]:
         elif not all(bool(torch.equal(a, b)) for a, b in zip(ref.repeat, first)):
             flags.append(TaskFlag(code="nondeterministic", message="two runs on the same inputs differ slightly"))
     return flags
+
+
+# Work that escapes the timed stream keeps the device busy after the call returned, for far
+# longer than the stream's own event time; an honest call leaves at most its own kernels.
+ESCAPE_RATIO = 2.0
+ESCAPE_SLACK_MS = 0.05
+
+
+def escaped_work(drain_ms: list[float] | None, event_median_ms: float) -> str | None:
+    """Why the timing run's work escaped its stream, or None if it did not (or was not checked)."""
+    if not drain_ms:
+        return None
+    drain = sorted(drain_ms)[len(drain_ms) // 2]
+    if drain <= ESCAPE_RATIO * event_median_ms + ESCAPE_SLACK_MS:
+        return None
+    return (f"work escapes the timed stream: the device was still busy {drain:.3f} ms after the call returned, "
+            f"but the stream's events measured {event_median_ms:.3f} ms")

@@ -4,8 +4,9 @@ Run as `python -m adaexplore.evaluator.zygote FD`, where FD is one end of a Unix
 the evaluator. Each job request arrives on it with the write end of a pipe attached (file
 descriptor passing): the forked child writes its results straight into that pipe, so large
 outputs never pass through this process. This process only manages lives: it answers with
-each child's exit status and captured output, enforces deadlines, and relays the timing gate
-(a child that is ready to measure waits until the evaluator holds the GPU for it).
+each child's exit status and captured output, enforces deadlines, relays the timing gate
+(a child that is ready to measure waits until the evaluator holds the GPU for it), and
+pauses the other children while one measures (their deadlines stand still meanwhile).
 
 It never initializes CUDA, so each forked child can. It is single-threaded on purpose:
 forking a threaded process is unsafe. Each child gets its own process group, scratch
@@ -34,6 +35,17 @@ KEEP_ENV = ("PATH", "TRITON_INTERPRET", "TRITON_CACHE_DIR", "CUDA_VISIBLE_DEVICE
 OUTPUT_FILE = "output.txt"
 OUTPUT_TAIL = 2000
 _PR_SET_PDEATHSIG = 1
+PAUSE_CONFIRM_S = 0.5
+
+
+def _state(pid: int) -> str:
+    """A process's scheduler state letter from /proc ('T' stopped, 'Z' zombie); '?' if gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            stat = fh.read()
+        return stat[stat.rindex(b")") + 2:][:1].decode()
+    except (OSError, ValueError):
+        return "?"
 
 
 def die_with_parent() -> None:
@@ -54,6 +66,7 @@ class Child:
         self.timed_out = False
         self.ready = False
         self.status: int | None = None
+        self.paused_left: float | None = None  # time left on its deadline while it is paused
 
 
 class Zygote:
@@ -91,6 +104,11 @@ class Zygote:
                 self._spawn(head["job_id"], head["job"], float(head["timeout_s"]), self.fds.popleft())
             elif op == "go":
                 self._open_gate(self.children.get(head.get("job_id")))
+            elif op == "pause":
+                self._pause(head.get("keep"))
+                self._reply({"paused": head.get("token")})
+            elif op == "resume":
+                self._resume()
             elif op == "kill":
                 child = self.children.get(head.get("job_id"))
                 if child is not None:
@@ -199,6 +217,40 @@ class Zygote:
         except (ProcessLookupError, PermissionError):
             pass
 
+    def _pause(self, keep: str | None) -> None:
+        """Stop every running child but `keep` (a timing is about to measure); their clocks stop too."""
+        now = time.monotonic()
+        stopped = []
+        for child in self.children.values():
+            if child.job_id == keep or child.paused_left is not None or child.status is not None:
+                continue
+            try:
+                os.killpg(child.pid, signal.SIGSTOP)
+            except (ProcessLookupError, PermissionError):
+                continue
+            child.paused_left = child.deadline - now
+            child.deadline = math.inf
+            stopped.append(child.pid)
+        # A stop takes effect when the process next runs on a CPU: make sure it has, so nothing
+        # of theirs is still launching work when the measurement starts.
+        limit = time.monotonic() + PAUSE_CONFIRM_S
+        while stopped and time.monotonic() < limit:
+            stopped = [pid for pid in stopped if _state(pid) not in ("T", "t", "Z", "X", "?")]
+            if stopped:
+                time.sleep(0.001)
+
+    def _resume(self) -> None:
+        now = time.monotonic()
+        for child in self.children.values():
+            if child.paused_left is None:
+                continue
+            child.deadline = now + child.paused_left
+            child.paused_left = None
+            try:
+                os.killpg(child.pid, signal.SIGCONT)
+            except (ProcessLookupError, PermissionError):
+                pass
+
     def _on_gate(self, child: Child) -> None:
         """The child says it is ready to measure: it waits, without a deadline, for `go`."""
         try:
@@ -213,13 +265,18 @@ class Zygote:
         if not child.ready and child.job_id in self.children:
             child.ready = True
             child.deadline = math.inf
+            if child.paused_left is not None:
+                child.paused_left = math.inf
             self._reply({"job_id": child.job_id, "gate": "ready"})
 
     def _open_gate(self, child: Child | None) -> None:
         """The evaluator holds the GPU for this child: it gets a full time limit to measure."""
         if child is None or child.gate is None:
             return
-        child.deadline = time.monotonic() + child.timeout_s
+        if child.paused_left is not None:  # it runs on, with a full limit, when resumed
+            child.paused_left = child.timeout_s
+        else:
+            child.deadline = time.monotonic() + child.timeout_s
         try:
             child.gate.send(b"g")
         except OSError:

@@ -319,7 +319,7 @@ def test_worker_candidate_path_reports_its_messages_on_cpu(monkeypatch, tmp_path
     monkeypatch.setattr(JITFunction, "run", JITFunction.run)  # the capture's wrapper goes at teardown
     monkeypatch.setitem(sys.modules, "candidate", None)
     monkeypatch.setattr(torch.cuda, "synchronize", lambda *a, **k: None)
-    monkeypatch.setattr(timing, "time_on_gpu", lambda run, prepare, **kw: ([0.5] * kw["runs"], [], run(0)))
+    monkeypatch.setattr(timing, "time_on_gpu", lambda run, prepare, **kw: timing.Measured([0.5] * kw["runs"], [], [], run(0)))
 
     class Rep:
         def __init__(self):

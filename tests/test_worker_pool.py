@@ -2,6 +2,7 @@
 
 import os
 import signal
+import threading
 import time
 import uuid
 
@@ -30,14 +31,44 @@ def job(kind, **extra):
     return {"kind": kind, "task_source": SOFTMAX_TASK, "protocol": PROTOCOL, "device": "cpu", **extra}
 
 
+def submit_gated(pool, timeout_s):
+    """A timing job, returned once it waits at its gate."""
+    ready = threading.Event()
+    submitted = pool.submit(job("timing", candidate_source=SOFTMAX_KERNEL), timeout_s, on_ready=ready.set)
+    submitted.future.add_done_callback(lambda _f: ready.set())
+    assert ready.wait(60) and not submitted.future.done(), \
+        submitted.future.result() if submitted.future.done() else "never ready"
+    return submitted
+
+
+def submit_ticker(pool, marker, timeout_s):
+    """A candidate that appends a byte to `marker` every 20 ms, 200 times; returned once ticking."""
+    ticker = f"""
+import time
+for _ in range(200):
+    with open({marker!r}, "a") as fh:
+        fh.write("x")
+    time.sleep(0.02)
+"""
+    submitted = pool.submit(job("candidate", candidate_source=ticker + SOFTMAX_KERNEL), timeout_s)
+    deadline = time.monotonic() + 30
+    while not os.path.exists(marker) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    time.sleep(0.5)
+    return submitted
+
+
+@pytest.fixture
+def marker():
+    path = f"/tmp/adaexplore-ticks-{uuid.uuid4().hex}"
+    yield path
+    if os.path.exists(path):
+        os.unlink(path)
+
+
 def test_gated_job_waits_for_the_gate_and_its_wait_is_not_counted(pool):
-    ready = []
     # 12 s of limit for the setup; the job then waits 14 s at its gate, which must not count.
-    submitted = pool.submit(job("timing", candidate_source=SOFTMAX_KERNEL), 12.0, on_ready=lambda: ready.append(1))
-    deadline = time.monotonic() + 60
-    while not ready and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert ready, submitted.future.result() if submitted.future.done() else "never ready"
+    submitted = submit_gated(pool, 12.0)
     time.sleep(14)
     assert not submitted.future.done()  # nothing is measured before the gate opens
     pool.open_gate(submitted.job_id)
@@ -45,6 +76,38 @@ def test_gated_job_waits_for_the_gate_and_its_wait_is_not_counted(pool):
     assert not res.timed_out and res.exit_code == 0, res.output_tail
     head, outputs = res.first("timing")
     assert len(head["event_ms"]) == 3 and outputs[0].shape == (64, 256)
+
+
+def test_paused_jobs_stop_and_their_clock_stops_with_them(pool, marker):
+    """While a timing measures, the evaluator pauses the other jobs: their processes make no
+    progress, and the pause does not count against their time limits."""
+    # 4 s of work under a 7 s limit, paused for 5 s on the way: it must still finish.
+    submitted = submit_ticker(pool, marker, 7.0)
+    pool.pause()
+    size = os.path.getsize(marker)
+    time.sleep(5.0)
+    assert os.path.getsize(marker) == size  # stopped: not one more tick
+    assert not submitted.future.done()
+    pool.resume()
+    res = submitted.future.result(timeout=60)
+    assert not res.timed_out and res.exit_code == 0, res.output_tail
+    assert os.path.getsize(marker) > size
+    assert candidate_failure(res) is None
+
+
+def test_pause_spares_the_job_about_to_be_measured(pool, marker):
+    ticking = submit_ticker(pool, marker, 60)
+    timed = submit_gated(pool, 60)
+    pool.pause(keep=timed.job_id)
+    try:
+        size = os.path.getsize(marker)
+        pool.open_gate(timed.job_id)
+        res = timed.future.result(timeout=60)  # it measures while the other job is stopped
+        assert os.path.getsize(marker) == size
+    finally:
+        pool.resume()
+    assert res.exit_code == 0 and res.first("timing") is not None, res.output_tail
+    assert ticking.future.result(timeout=60).exit_code == 0
 
 
 def test_ungated_jobs_run_straight_through(pool):
