@@ -17,7 +17,6 @@ whole group.
 from __future__ import annotations
 
 import collections
-import ctypes
 import math
 import os
 import resource
@@ -29,31 +28,15 @@ import sys
 import tempfile
 import time
 
+from .procs import adopt_orphans, children_of, die_with_parent, state
+
 KEEP_ENV = ("PATH", "TRITON_INTERPRET", "TRITON_CACHE_DIR", "CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH",
             "CUDA_HOME", "TRITON_PTXAS_PATH", "TRITON_LIBCUDA_PATH", "NCCL_NVLS_ENABLE",
             "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS", "OMP_NUM_THREADS")
 OUTPUT_FILE = "output.txt"
 OUTPUT_TAIL = 2000
-_PR_SET_PDEATHSIG = 1
 PAUSE_CONFIRM_S = 0.5
-
-
-def _state(pid: int) -> str:
-    """A process's scheduler state letter from /proc ('T' stopped, 'Z' zombie); '?' if gone."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            stat = fh.read()
-        return stat[stat.rindex(b")") + 2:][:1].decode()
-    except (OSError, ValueError):
-        return "?"
-
-
-def die_with_parent() -> None:
-    """Ask the kernel to SIGKILL this process when its parent dies (Linux only)."""
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    except (OSError, AttributeError):  # pragma: no cover - not Linux
-        pass
+SWEEP_EVERY_S = 1.0  # how often orphans that candidates left behind are looked for
 
 
 class Child:
@@ -78,6 +61,8 @@ class Zygote:
         self.fds: collections.deque[int] = collections.deque()  # result pipes, in request order
         self.inbuf = b""
         self.running = True
+        self.orphans: set[int] = set()  # killed, not yet reaped
+        self.next_sweep = 0.0
 
     # --- control channel ------------------------------------------------------------
     def _read_ctrl(self) -> None:
@@ -235,7 +220,7 @@ class Zygote:
         # of theirs is still launching work when the measurement starts.
         limit = time.monotonic() + PAUSE_CONFIRM_S
         while stopped and time.monotonic() < limit:
-            stopped = [pid for pid in stopped if _state(pid) not in ("T", "t", "Z", "X", "?")]
+            stopped = [pid for pid in stopped if state(pid) not in ("T", "t", "Z", "X", "?")]
             if stopped:
                 time.sleep(0.001)
 
@@ -338,6 +323,30 @@ class Zygote:
                 self._kill(child)
             if self._reap(child):
                 self._finish(child)
+                self.next_sweep = 0.0  # its orphans, if any, are ours now
+        if now >= self.next_sweep:
+            self._sweep_orphans()
+            self.next_sweep = now + SWEEP_EVERY_S
+
+    def _sweep_orphans(self) -> None:
+        """Kill and reap every process that was left to us by a process that died: a candidate
+        that detached something into its own session does not leave it running."""
+        ours = {child.pid for child in self.children.values()}
+        for pid in children_of(os.getpid()):
+            if pid not in ours and pid not in self.orphans:
+                for kill in (os.killpg, os.kill):  # its group too, if it made one
+                    try:
+                        kill(pid, signal.SIGKILL)
+                    except (ProcessLookupError, PermissionError):
+                        pass
+                self.orphans.add(pid)
+        for pid in list(self.orphans):
+            try:
+                done, _ = os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:
+                done = pid
+            if done:
+                self.orphans.discard(pid)
 
     def serve(self) -> None:
         while self.running:
@@ -355,6 +364,7 @@ class Zygote:
 
 def main() -> None:
     die_with_parent()
+    adopt_orphans()
     ctrl = socket.socket(fileno=int(sys.argv[1]))
     os.dup2(2, 1)  # stray prints from imports must not reach anything that is read
     import torch  # noqa: F401 - the point of this process is to have these imported

@@ -129,9 +129,12 @@ def test_results_over_the_size_limit_are_cut_off_and_the_process_killed(tmp_path
         small.close()
 
 
-def test_a_grandchild_holding_the_result_pipe_does_not_hold_the_result(pool, tmp_path):
+def test_a_detached_grandchild_neither_holds_the_result_nor_outlives_the_candidate(pool):
     """A candidate that leaves a detached process behind (its own session, every descriptor
-    inherited) still gets its result as soon as its own process ends."""
+    inherited) still gets its result as soon as its own process ends, and the process it left
+    is killed: orphans are handed to the warm parent, which kills them."""
+    from adaexplore.evaluator.procs import state
+
     marker = f"/tmp/adaexplore-escapee-{uuid.uuid4().hex}"
     escapee = f'''
 import os, time
@@ -143,19 +146,26 @@ if os.fork() == 0:
     os._exit(0)
 '''
     submitted = pool.submit(job("candidate", candidate_source=escapee + SOFTMAX_KERNEL), 60)
+    pid = None
     try:
         res = submitted.future.result(timeout=45)
         assert res.first("done") is not None and len(res.all("trial")) == 5
-    finally:
         for _ in range(50):
-            if os.path.exists(marker):
+            if os.path.exists(marker) and open(marker).read():
                 break
             time.sleep(0.1)
-        if os.path.exists(marker):
+        pid = int(open(marker).read())
+        deadline = time.monotonic() + 10
+        while state(pid) not in ("?", "Z", "X") and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert state(pid) in ("?", "Z", "X"), f"the detached process {pid} is still {state(pid)}"
+    finally:
+        if pid is not None:
             try:
-                os.kill(int(open(marker).read()), signal.SIGKILL)
-            except (ProcessLookupError, ValueError):
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
                 pass
+        if os.path.exists(marker):
             os.unlink(marker)
 
 
