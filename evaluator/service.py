@@ -26,7 +26,7 @@ from .reference import Reference
 from .task import Task, source_hash
 from .timing import contended, summarize
 from .types import ErrorInfo, EvalResult, Protocol, Status, TaskFlag, TaskValidation, TimingStats
-from .verdict import candidate_failure, degenerate_flags, escaped_work, expect, timing_method
+from .verdict import candidate_failure, degenerate_flags, escaped_work, expect, timing_method, timing_numbers
 
 log = logging.getLogger("adaexplore.evaluator")
 
@@ -157,7 +157,7 @@ class Evaluator:
         every correctness run has finished."""
         res = self._run_timed_once(job, timeout_s, pause=True)
         msg = res.first("timing")
-        if msg is not None and contended(msg[0].get("flush_ms") or []):
+        if msg is not None and contended(timing_numbers(msg[0], "flush_ms") or []):
             log.info("the GPU was shared during a %s timing; measuring again on a quiet GPU", job["kind"])
             res = self._run_timed_once(job, timeout_s, pause=False)
         return res
@@ -419,9 +419,11 @@ class Evaluator:
             return result.model_copy(update={"status": Status.runtime_error, "error": ErrorInfo(
                 error_class="IncompleteRun", message="the timing run ended without reporting")})
         head, outputs = msg
-        if head.get("replaced"):
-            return result.model_copy(update={"status": Status.cheat_detected, "cheat_reason":
-                                             "candidate replaced harness functions: " + ", ".join(head["replaced"])})
+        replaced = head.get("replaced")
+        if replaced:
+            names = ", ".join(map(str, replaced)) if isinstance(replaced, list) else "(unreadable list)"
+            return result.model_copy(update={"status": Status.cheat_detected,
+                                             "cheat_reason": f"candidate replaced harness functions: {names}"})
         expected = ref.check_outputs
         if not expected:
             return result.model_copy(update={"status": Status.infra_error, "error": ErrorInfo(
@@ -433,8 +435,12 @@ class Evaluator:
                 "error": ErrorInfo(error_class=verdict.status.value,
                                    message="output produced while timing (fresh inputs) differs from the reference: "
                                            + verdict.message)})
-        stats = summarize(head["event_ms"], protocol.trim_fraction, method=timing_method(head))
-        escape = escaped_work(head.get("drain_ms"), stats.median_ms)
+        event_ms, drain_ms = timing_numbers(head, "event_ms"), timing_numbers(head, "drain_ms")
+        if not event_ms or drain_ms is None:
+            return result.model_copy(update={"status": Status.cheat_detected,
+                                             "cheat_reason": "the timing report was tampered with (malformed times)"})
+        stats = summarize(event_ms, protocol.trim_fraction, method=timing_method(head))
+        escape = escaped_work(drain_ms, stats.median_ms)
         if escape:
             return result.model_copy(update={"status": Status.cheat_detected, "timing": stats, "cheat_reason": escape})
         flags = sorted(set(result.flags_reset) | set(head.get("flags_reset", [])))

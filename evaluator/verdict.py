@@ -5,6 +5,7 @@ Pure functions over a `WorkerResult` (already decoded defensively); no process i
 
 from __future__ import annotations
 
+import math
 import signal
 from typing import TYPE_CHECKING
 
@@ -162,6 +163,23 @@ def degenerate_flags(ref: Reference, protocol: Protocol) -> list[TaskFlag]:
 # longer than the stream's own event time; an honest call leaves at most its own kernels.
 ESCAPE_RATIO = 2.0
 ESCAPE_SLACK_MS = 0.05
+
+
+MAX_SAMPLES = 100_000
+
+
+def timing_numbers(head: dict, key: str) -> list[float] | None:
+    """`head[key]` from a candidate's timing report as a list of finite, non-negative floats
+    (missing is empty); None if it is anything else, which the harness never sends."""
+    value = head.get(key, [])
+    if not isinstance(value, list) or len(value) > MAX_SAMPLES:
+        return None
+    out = []
+    for v in value:
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+            return None
+        out.append(float(v))
+    return out
 
 
 def escaped_work(drain_ms: list[float] | None, event_median_ms: float) -> str | None:

@@ -72,6 +72,33 @@ def test_a_contended_timing_is_measured_again_without_pausing(tmp_path, monkeypa
         ev.close()
 
 
+def test_a_malformed_timing_report_is_a_cheat_not_a_crash():
+    """A candidate that tampers with the harness in its own process can change what the timing
+    report carries; the trusted side never trips over it."""
+    import torch
+
+    from adaexplore.evaluator.pool import WorkerResult
+    from adaexplore.evaluator.reference import Reference
+    from adaexplore.evaluator.types import EvalResult, Protocol, Status
+
+    out = torch.ones(4)
+    ref = Reference(check_outputs=[out.clone()])
+
+    def verdict(head):
+        res = WorkerResult(exit_code=0, signal=None, timed_out=False, elapsed_s=1.0, output_tail="",
+                           messages=[({"kind": "timing", **head}, [out.clone()])])
+        return Evaluator._timing_verdict(res, ref, Protocol(), EvalResult(status=Status.correct))
+
+    good = verdict({"event_ms": [0.1] * 20, "drain_ms": [0.1] * 10})
+    assert good.status is Status.correct and good.timing.runs == 18
+    for bad in ({"event_ms": "fast"}, {"event_ms": [0.1, "x"]}, {"event_ms": [float("nan")]}, {"event_ms": []},
+                {"event_ms": [-1.0]}, {"event_ms": [True]}, {"event_ms": [0.1], "drain_ms": {"a": 1}}):
+        result = verdict(bad)
+        assert result.status is Status.cheat_detected and "malformed" in result.cheat_reason, bad
+    odd = verdict({"event_ms": [0.1] * 20, "replaced": {"not": "a list"}})
+    assert odd.status is Status.cheat_detected and "replaced harness functions" in odd.cheat_reason
+
+
 def test_host_timer_calls_prepare_outside_each_run():
     import torch
 
