@@ -17,6 +17,43 @@ from .types import Status
 _KERNEL_BUILTINS = frozenset({"len", "list", "range", "float", "int", "isinstance", "getattr", "hasattr",
                               "print", "min", "max"})
 
+_NESTED_DEF = ("nested def", "move the helper to module level and decorate it with @triton.jit")
+# Statements with no visitor in Triton's CodeGenerator: generic_visit raises 'unsupported AST node type'.
+_UNSUPPORTED_STMTS: dict[type, tuple[str, str]] = {
+    ast.Break: ("break", "use a loop bound or a mask (tl.where) instead of break"),
+    ast.Continue: ("continue", "guard the loop body with a mask or an if instead of continue"),
+    ast.Raise: ("raise", "use tl.device_assert or tl.static_assert"),
+    ast.Global: ("global", "pass values as kernel arguments"),
+    ast.Nonlocal: ("nonlocal", "pass values as kernel arguments"),
+    ast.Delete: ("del", "remove the del statement"),
+    ast.ClassDef: ("class", "define classes outside the kernel"),
+    ast.Import: ("import", "import at module level"),
+    ast.ImportFrom: ("import", "import at module level"),
+    ast.AsyncFunctionDef: _NESTED_DEF,
+    ast.FunctionDef: _NESTED_DEF,
+    ast.AsyncFor: ("async for", "use a plain for loop"),
+    ast.AsyncWith: ("async with", "remove it"),
+    ast.Try: ("try", "kernels cannot catch exceptions; remove try/except"),
+}
+if hasattr(ast, "TryStar"):
+    _UNSUPPORTED_STMTS[ast.TryStar] = _UNSUPPORTED_STMTS[ast.Try]
+if hasattr(ast, "Match"):
+    _UNSUPPORTED_STMTS[ast.Match] = ("match", "use if/elif")
+# Expressions likewise: no visit_Lambda / visit_Yield / visit_Await / visit_Dict / visit_Set /
+# visit_*Comp except ListComp.
+_UNSUPPORTED_EXPRS: dict[type, tuple[str, str]] = {
+    ast.Lambda: ("lambda", "define a @triton.jit function at module level (e.g. for tl.reduce)"),
+    ast.Yield: ("yield", "kernels cannot be generators"),
+    ast.YieldFrom: ("yield", "kernels cannot be generators"),
+    ast.Await: ("await", "remove it"),
+    ast.Dict: ("dict", "use separate variables or a tuple"),
+    ast.DictComp: ("dict comprehension", "use a tuple or tl.static_range"),
+    ast.Set: ("set", "use a tuple"),
+    ast.SetComp: ("set comprehension", "use a tuple or tl.static_range"),
+    ast.GeneratorExp: ("generator expression", "use a loop with tl.static_range"),
+}
+
+
 
 class _KernelMixin:
     """Kernel-body checks of :class:`lint_checker._Checker`."""
@@ -64,6 +101,14 @@ class _KernelMixin:
                  None if maybe_dead else Status.compile_error,
                  f"write {name} = tl.constexpr(...) at module level, or pass it as a tl.constexpr parameter")
 
+    def _unsupported(self, node: ast.AST, table: dict, err: tuple) -> bool:
+        """Report `node` if its type is in `table` (construct, hint); True if it was."""
+        if type(node) not in table:
+            return False
+        construct, hint = table[type(node)]
+        self.add(node, f"`{construct}` is not supported inside a @triton.jit function", construct, *err, hint)
+        return True
+
     def check_jit_stmt(self, s: ast.stmt, jit: _JitInfo, maybe_dead: bool) -> None:
         """Statements with no lowering in Triton's CodeGenerator (installed code_generator.py).
 
@@ -74,29 +119,7 @@ class _KernelMixin:
         same findings are warnings.
         """
         err = ("warning", None) if maybe_dead else ("error", Status.compile_error)
-        sure = {
-            ast.Break: ("break", "use a loop bound or a mask (tl.where) instead of break"),
-            ast.Continue: ("continue", "guard the loop body with a mask or an if instead of continue"),
-            ast.Raise: ("raise", "use tl.device_assert or tl.static_assert"),
-            ast.Global: ("global", "pass values as kernel arguments"),
-            ast.Nonlocal: ("nonlocal", "pass values as kernel arguments"),
-            ast.Delete: ("del", "remove the del statement"),
-            ast.ClassDef: ("class", "define classes outside the kernel"),
-            ast.Import: ("import", "import at module level"),
-            ast.ImportFrom: ("import", "import at module level"),
-            ast.AsyncFunctionDef: ("nested def", "move the helper to module level and decorate it with @triton.jit"),
-            ast.FunctionDef: ("nested def", "move the helper to module level and decorate it with @triton.jit"),
-            ast.AsyncFor: ("async for", "use a plain for loop"),
-            ast.AsyncWith: ("async with", "remove it"),
-            ast.Try: ("try", "kernels cannot catch exceptions; remove try/except"),
-        }
-        if hasattr(ast, "TryStar"):
-            sure[ast.TryStar] = sure[ast.Try]
-        if hasattr(ast, "Match"):
-            sure[ast.Match] = ("match", "use if/elif")
-        if type(s) in sure:
-            construct, hint = sure[type(s)]
-            self.add(s, f"`{construct}` is not supported inside a @triton.jit function", construct, *err, hint)
+        if self._unsupported(s, _UNSUPPORTED_STMTS, err):
             return
         if isinstance(s, ast.With):
             # visit_With exists (for Triton's own context managers) and calls the manager with a
@@ -114,22 +137,7 @@ class _KernelMixin:
 
     def check_jit_expr(self, n: ast.AST, jit: _JitInfo, maybe_dead: bool) -> None:
         err = ("warning", None) if maybe_dead else ("error", Status.compile_error)
-        # No visit_Lambda / visit_Yield / visit_Await / visit_Dict / visit_Set / visit_*Comp except
-        # ListComp: 'unsupported AST node type' -> sure errors.
-        sure = {
-            ast.Lambda: ("lambda", "define a @triton.jit function at module level (e.g. for tl.reduce)"),
-            ast.Yield: ("yield", "kernels cannot be generators"),
-            ast.YieldFrom: ("yield", "kernels cannot be generators"),
-            ast.Await: ("await", "remove it"),
-            ast.Dict: ("dict", "use separate variables or a tuple"),
-            ast.DictComp: ("dict comprehension", "use a tuple or tl.static_range"),
-            ast.Set: ("set", "use a tuple"),
-            ast.SetComp: ("set comprehension", "use a tuple or tl.static_range"),
-            ast.GeneratorExp: ("generator expression", "use a loop with tl.static_range"),
-        }
-        if type(n) in sure:
-            construct, hint = sure[type(n)]
-            self.add(n, f"`{construct}` is not supported inside a @triton.jit function", construct, *err, hint)
+        if self._unsupported(n, _UNSUPPORTED_EXPRS, err):
             return
         if isinstance(n, ast.ListComp):
             # visit_ListComp accepts one generator over a tuple (a tuple comprehension); nested

@@ -247,23 +247,17 @@ class WorkerPool:
         """The job's result, or None as soon as `until` is set first. The warm parent enforces
         the job's deadline (which stands still while the job is paused); this only gives up
         on a parent that is gone."""
-        while True:
-            if until is not None:
-                if until.wait(1.0):
-                    return submitted.future.result() if submitted.future.done() else None
-            elif submitted.future.done():
-                return submitted.future.result()
-            else:
-                try:
-                    return submitted.future.result(timeout=1.0)
-                except FutureTimeout:
-                    pass
+        if until is None:
+            until = threading.Event()
+            submitted.future.add_done_callback(lambda _f: until.set())
+        while not until.wait(1.0):
             proc = self._proc
             if proc is None or proc.poll() is not None:
                 try:  # the reader thread resolves every job of a parent that died
                     return submitted.future.result(timeout=PARENT_GONE_S)
                 except FutureTimeout:
                     return _infra("the evaluator's warm parent is gone")
+        return submitted.future.result() if submitted.future.done() else None
 
     def _send(self, head: dict) -> None:
         with self._lock:

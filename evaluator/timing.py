@@ -82,8 +82,7 @@ def time_on_gpu(run: Callable[[int], object], prepare: Callable[[int], None], *,
         prepare(i)
         out = run(i)
     _synchronize(device)
-    marks = [[_Event(enable_timing=True) for _ in range(runs)] for _ in range(3)]
-    flushes, starts, ends = marks
+    flushes, starts, ends = ([_Event(enable_timing=True) for _ in range(runs)] for _ in range(3))
     for i in range(runs):
         prepare(i)
         if flush is not None:

@@ -12,9 +12,12 @@ import pytest
 from adaexplore.evaluator import harness
 from adaexplore.evaluator.baselines import BaselineKey, Baselines, BaselineStore
 from adaexplore.evaluator.fleet import EvaluatorFleet, LeastLoaded, physical_ids
+from adaexplore.evaluator.pool import WorkerResult
+from adaexplore.evaluator.reference import Reference
 from adaexplore.evaluator.service import Evaluator, physical_gpu_id
-from adaexplore.evaluator.timing import summarize, time_on_host
-from adaexplore.evaluator.types import EvalResult, Status, TimingStats
+from adaexplore.evaluator.timing import contended, summarize, time_on_host
+from adaexplore.evaluator.types import EvalResult, Protocol, Status, TimingStats
+from adaexplore.evaluator.verdict import escaped_work
 
 from conftest import EXAMPLES, HAS_CUDA, ROOT, example_task, gpu
 
@@ -29,9 +32,13 @@ def test_trimmed_stats_drop_outliers_on_both_ends():
     assert summarize([3.0], 0.4).runs == 1
 
 
-def test_escape_check_reads_only_the_time_after_the_call_returned():
-    from adaexplore.evaluator.verdict import escaped_work
+def timing_report(head: dict, outputs=()) -> WorkerResult:
+    """A finished timing job's result carrying one timing message."""
+    return WorkerResult(exit_code=0, signal=None, timed_out=False, elapsed_s=1.0, output_tail="",
+                        messages=[({"kind": "timing", **head}, list(outputs))])
 
+
+def test_escape_check_reads_only_the_time_after_the_call_returned():
     # A 0.13 ms kernel whose Python call costs 0.2 ms: the device is done soon after it returns.
     assert escaped_work([0.12, 0.13, 0.14] * 3, 0.128) is None
     # Work left on a side stream keeps the device busy long after the call returned.
@@ -41,8 +48,6 @@ def test_escape_check_reads_only_the_time_after_the_call_returned():
 
 
 def test_a_shared_gpu_shows_in_the_flush_times():
-    from adaexplore.evaluator.timing import contended
-
     quiet = [0.070 + 0.001 * (i % 3) for i in range(100)]
     assert not contended(quiet)
     sliced = [0.070] * 30 + [2.07] * 70  # another context's time slices land in most flushes
@@ -51,11 +56,8 @@ def test_a_shared_gpu_shows_in_the_flush_times():
 
 
 def test_a_contended_timing_is_measured_again_without_pausing(tmp_path, monkeypatch):
-    from adaexplore.evaluator.pool import WorkerResult
-
     def result(flush):
-        return WorkerResult(exit_code=0, signal=None, timed_out=False, elapsed_s=1.0, output_tail="",
-                            messages=[({"kind": "timing", "event_ms": [0.1] * 20, "flush_ms": flush}, [])])
+        return timing_report({"event_ms": [0.1] * 20, "flush_ms": flush})
 
     calls = []
     answers = [result([0.07] * 5 + [3.0] * 15), result([0.07] * 20)]
@@ -77,17 +79,12 @@ def test_a_malformed_timing_report_is_a_cheat_not_a_crash():
     report carries; the trusted side never trips over it."""
     import torch
 
-    from adaexplore.evaluator.pool import WorkerResult
-    from adaexplore.evaluator.reference import Reference
-    from adaexplore.evaluator.types import EvalResult, Protocol, Status
-
     out = torch.ones(4)
     ref = Reference(check_outputs=[out.clone()])
 
     def verdict(head):
-        res = WorkerResult(exit_code=0, signal=None, timed_out=False, elapsed_s=1.0, output_tail="",
-                           messages=[({"kind": "timing", **head}, [out.clone()])])
-        return Evaluator._timing_verdict(res, ref, Protocol(), EvalResult(status=Status.correct))
+        return Evaluator._timing_verdict(timing_report(head, [out.clone()]), ref, Protocol(),
+                                         EvalResult(status=Status.correct))
 
     good = verdict({"event_ms": [0.1] * 20, "drain_ms": [0.1] * 10})
     assert good.status is Status.correct and good.timing.runs == 18
