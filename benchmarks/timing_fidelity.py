@@ -37,7 +37,7 @@ def do_bench_child(args) -> int:
 
     import torch
 
-    from adaexplore.evaluator import harness
+    from adaexplore.evaluator.worker import harness
     from adaexplore.evaluator.task import load_task_file
 
     result: dict = {}

@@ -19,13 +19,15 @@ import time
 
 import torch
 
-from . import jobs, lint
-from .pool import WorkerResult
+from . import lint
+from .messages import Job, Kind
 from .reference import Reference
-from .service import NO_GPU_NOTE, Evaluator
-from .verdict import expect, timing_method
+from .sandbox.pool import WorkerResult
+from .service import NO_GPU_NOTE
+from .stats import summarize
 from .task import Task, load_task_file, source_hash
-from .timing import summarize
+from .verdict import correctness_verdict, expect, timing_method, timing_verdict
+from .worker import jobs
 from .types import ErrorInfo, EvalResult, Protocol, Status, to_json
 
 
@@ -69,22 +71,22 @@ def evaluate_cold(task: Task, source: str, protocol: Protocol | None = None, dev
         return done(EvalResult(status=static.status, error=static.error, lint=static.issues))
 
     # The reference: trials, then its timing (a standard harness measures it every time).
-    res = _in_process(jobs.run_reference, {**base, "kind": "reference", "check_run": timed}, t0)
+    res = _in_process(jobs.run_reference, {**base, "kind": Job.reference, "check_run": timed}, t0)
     ref = Reference.from_report(res)
     if ref.error is None and timed:
-        tres = _in_process(jobs.run_timing, {**base, "kind": "timing"}, t0)
-        msg, ref.error = expect(tres, "timing", "reference timing")
+        tres = _in_process(jobs.run_timing, {**base, "kind": Job.timing}, t0)
+        msg, ref.error = expect(tres, Kind.timing, "reference timing")
         if ref.error is None:
             ref.timing = summarize(msg[0]["event_ms"], protocol.trim_fraction, method=timing_method(msg[0]))
     if ref.error is not None:
         return done(EvalResult(status=Status.infra_error, error=ErrorInfo(
             error_class="ReferenceError", message="the task's reference failed: " + ref.error.message)))
 
-    cres = _in_process(jobs.run_candidate, {**base, "kind": "candidate", "candidate_source": source}, t0)
-    result = Evaluator._verdict(cres, ref, protocol, static.issues)
+    cres = _in_process(jobs.run_candidate, {**base, "kind": Job.candidate, "candidate_source": source}, t0)
+    result = correctness_verdict(cres, ref, protocol, static.issues)
     if result.status is Status.correct and timed:
-        tres = _in_process(jobs.run_timing, {**base, "kind": "timing", "candidate_source": source}, t0)
-        result = Evaluator._timing_verdict(tres, ref, protocol, result)
+        tres = _in_process(jobs.run_timing, {**base, "kind": Job.timing, "candidate_source": source}, t0)
+        result = timing_verdict(tres, ref, protocol, result)
     elif result.status is Status.correct:
         result = result.model_copy(update={"timing_note": NO_GPU_NOTE})
     return done(result)

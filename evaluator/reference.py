@@ -7,7 +7,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-from .pool import WorkerResult
+from .messages import Kind
+from .sandbox.pool import WorkerResult
 from .types import ErrorInfo, TimingStats
 from .verdict import worker_failure
 
@@ -50,19 +51,19 @@ class Reference:
             return ref
         for head, tensors in res.messages:
             kind = head.get("kind")
-            if kind == "trial":
+            if kind == Kind.trial:
                 ref.outputs.append(tensors)
-            elif kind == "inputs":
+            elif kind == Kind.inputs:
                 ref.inputs = tensors
-            elif kind == "repeat":
+            elif kind == Kind.repeat:
                 ref.repeat = tensors
-            elif kind == "ops":
+            elif kind == Kind.ops:
                 ref.ops = list(head.get("ops", []))
                 ref.flags = list(head.get("flags", []))
-            elif kind == "check":
+            elif kind == Kind.check:
                 ref.check_outputs = tensors
-            elif kind == "device":
+            elif kind == Kind.device:
                 ref.device_info = {k: str(head.get(k, "")) for k in ("name", "torch", "triton")}
-            elif kind == "error":
+            elif kind == Kind.error:
                 ref.error = ErrorInfo.model_validate(head["error"])
         return ref

@@ -20,13 +20,14 @@ import torch
 from . import lint
 from .baselines import BASELINES, BaselineKey, Baselines, BaselineStore
 from .compare import compare_outputs
-from .gpu_lock import GpuLock, default_lock_dir, physical_gpu_id
-from .pool import WorkerPool, WorkerResult
+from .messages import Job, Kind
 from .reference import Reference
+from .sandbox.gpu_lock import GpuLock, default_lock_dir, physical_gpu_id
+from .sandbox.pool import WorkerPool, WorkerResult
+from .stats import contended, summarize
 from .task import Task, source_hash
-from .timing import contended, summarize
 from .types import ErrorInfo, EvalResult, Protocol, Status, TaskFlag, TaskValidation, TimingStats
-from .verdict import candidate_failure, degenerate_flags, escaped_work, expect, timing_method, timing_numbers
+from .verdict import correctness_verdict, degenerate_flags, expect, timing_method, timing_numbers, timing_verdict
 
 log = logging.getLogger("adaexplore.evaluator")
 
@@ -156,7 +157,7 @@ class Evaluator:
         the GPU (say a paused run's queued kernels), it is measured again, this time after
         every correctness run has finished."""
         res = self._run_timed_once(job, timeout_s, pause=True)
-        msg = res.first("timing")
+        msg = res.first(Kind.timing)
         if msg is not None and contended(timing_numbers(msg[0], "flush_ms") or []):
             log.info("the GPU was shared during a %s timing; measuring again on a quiet GPU", job["kind"])
             res = self._run_timed_once(job, timeout_s, pause=False)
@@ -205,7 +206,7 @@ class Evaluator:
                     self._ref_cache.move_to_end(key)
                     return self._ref_cache[key]
             t0 = time.monotonic()
-            res = self._run_shared(self._job("reference", task, protocol, check_run=self.timed), protocol.timeout_s)
+            res = self._run_shared(self._job(Job.reference, task, protocol, check_run=self.timed), protocol.timeout_s)
             ref = Reference.from_report(res)
             ref.elapsed_s = time.monotonic() - t0
             if ref.error is not None and ref.error.error_class == "InfraError":
@@ -263,8 +264,8 @@ class Evaluator:
         got = stored or Baselines()
         changed = False
         if not got.has(["eager"]):
-            tres = self._run_timed(self._job("timing", task, protocol), protocol.timeout_s)
-            msg, ref.error = expect(tres, "timing", "reference timing")
+            tres = self._run_timed(self._job(Job.timing, task, protocol), protocol.timeout_s)
+            msg, ref.error = expect(tres, Kind.timing, "reference timing")
             if ref.error is not None:
                 return
             got.eager = summarize(msg[0]["event_ms"], protocol.trim_fraction, method=timing_method(msg[0]))
@@ -294,16 +295,16 @@ class Evaluator:
         extra = {"compile": True, "inductor_cache_dir": str(self.work_dir / "inductor-cache")}
         limit = max(protocol.timeout_s, 300.0)
         # Compiling outside the lock fills the on-disk caches; the timed process reuses them.
-        cres = self._run_shared(self._job("timing", task, protocol, time=False, **extra), limit)
-        msg, err = expect(cres, "checked", "torch.compile of the reference")
+        cres = self._run_shared(self._job(Job.timing, task, protocol, time=False, **extra), limit)
+        msg, err = expect(cres, Kind.checked, "torch.compile of the reference")
         if err is not None:
             return None, f"torch.compile failed: {err.error_class}: {err.message[:300]}", err.error_class in (
                 "InfraError",)
         verdict = compare_outputs(msg[1], ref.check_outputs, protocol.tolerance, trial=-1)
         if verdict.status is not Status.correct:
             return None, f"torch.compile output differs from eager: {verdict.message}", False
-        tres = self._run_timed(self._job("timing", task, protocol, **extra), limit)
-        msg, err = expect(tres, "timing", "timing of the compiled reference")
+        tres = self._run_timed(self._job(Job.timing, task, protocol, **extra), limit)
+        msg, err = expect(tres, Kind.timing, "timing of the compiled reference")
         if err is not None:
             return None, f"torch.compile timing failed: {err.error_class}: {err.message[:300]}", err.error_class in (
                 "InfraError",)
@@ -345,8 +346,8 @@ class Evaluator:
         ref = self._reference(task, protocol)
         if ref.error is not None:
             return self._reference_failed(ref)
-        res = self._run_shared(self._job("candidate", task, protocol, candidate_source=source), protocol.timeout_s)
-        result = self._verdict(res, ref, protocol, static.issues)
+        res = self._run_shared(self._job(Job.candidate, task, protocol, candidate_source=source), protocol.timeout_s)
+        result = correctness_verdict(res, ref, protocol, static.issues)
         if result.status is Status.correct and self.timed:
             ref.baselines_ready.wait()
             if ref.error is not None:
@@ -366,90 +367,7 @@ class Evaluator:
         protocol = protocol or task.protocol
         return self._results.get((task.task_id, source_hash(source), self.device, protocol.key()))
 
-    @staticmethod
-    def _verdict(res: WorkerResult, ref: Reference, protocol: Protocol, issues) -> EvalResult:
-        base = {"lint": issues, "trials": protocol.correctness_trials,
-                "stdout_tail": res.output_tail.strip()[-800:] or None}
-        failure = candidate_failure(res)
-        if failure is not None:
-            return EvalResult(**base, **failure)
-        trials = res.all("trial")
-        ops = res.first("ops")
-        if len(trials) != protocol.correctness_trials or ops is None or res.first("done") is None:
-            return EvalResult(**base, status=Status.runtime_error, error=ErrorInfo(
-                error_class="IncompleteRun",
-                message="the process ended before reporting every trial (exit code "
-                        f"{res.exit_code}); results are never read from the candidate's output"))
-        launches = int(ops[0].get("launches", 0))
-        flags_reset = list(ops[0].get("flags_reset", []))
-        base.update(triton_launches=launches, flags_reset=flags_reset)
-        passed = 0
-        for (head, outputs), expected in zip(trials, ref.outputs):
-            verdict = compare_outputs(outputs, expected, protocol.tolerance, trial=int(head.get("trial", 0)))
-            if verdict.status is not Status.correct:
-                return EvalResult(**base, status=verdict.status, trials_passed=passed, mismatch=verdict.mismatch,
-                                  error=ErrorInfo(error_class=verdict.status.value, message=verdict.message))
-            passed += 1
-        if launches == 0:
-            return EvalResult(**base, status=Status.no_triton_kernel, trials_passed=passed, error=ErrorInfo(
-                error_class="NoTritonKernel", message="no Triton kernel was launched during the forward pass",
-                hint="compute the result in a @triton.jit kernel launched as kernel[grid](...)"))
-        ref_ops = set(ref.ops)
-        cand_ops = set(ops[0].get("ops", []))
-        if ref_ops and ref_ops <= cand_ops:
-            return EvalResult(**base, status=Status.cheat_detected, trials_passed=passed,
-                              cheat_reason="every PyTorch operation of the reference ("
-                                           + ", ".join(sorted(ref_ops)[:6])
-                                           + ") still runs in PyTorch; the Triton kernels do none of its work")
-        return EvalResult(**base, status=Status.correct, trials_passed=passed)
-
     def _time_candidate(self, task: Task, source: str, protocol: Protocol, ref: Reference,
                         result: EvalResult) -> EvalResult:
-        res = self._run_timed(self._job("timing", task, protocol, candidate_source=source), protocol.timeout_s)
-        return self._timing_verdict(res, ref, protocol, result)
-
-    @staticmethod
-    def _timing_verdict(res: WorkerResult, ref: Reference, protocol: Protocol, result: EvalResult) -> EvalResult:
-        """The candidate's timing run, checked: its check-run output, its stream, its stats."""
-        failure = candidate_failure(res)
-        if failure is not None:
-            return result.model_copy(update=failure)
-        msg = res.first("timing")
-        if msg is None:
-            return result.model_copy(update={"status": Status.runtime_error, "error": ErrorInfo(
-                error_class="IncompleteRun", message="the timing run ended without reporting")})
-        head, outputs = msg
-        replaced = head.get("replaced")
-        if replaced:
-            names = ", ".join(map(str, replaced)) if isinstance(replaced, list) else "(unreadable list)"
-            return result.model_copy(update={"status": Status.cheat_detected,
-                                             "cheat_reason": f"candidate replaced harness functions: {names}"})
-        expected = ref.check_outputs
-        if not expected:
-            return result.model_copy(update={"status": Status.infra_error, "error": ErrorInfo(
-                error_class="InfraError", message="reference outputs for the timing inputs are missing")})
-        verdict = compare_outputs(outputs, expected, protocol.tolerance, trial=-1)
-        if verdict.status is not Status.correct:
-            return result.model_copy(update={
-                "status": verdict.status, "mismatch": verdict.mismatch,
-                "error": ErrorInfo(error_class=verdict.status.value,
-                                   message="output produced while timing (fresh inputs) differs from the reference: "
-                                           + verdict.message)})
-        event_ms, drain_ms = timing_numbers(head, "event_ms"), timing_numbers(head, "drain_ms")
-        if not event_ms or drain_ms is None:
-            return result.model_copy(update={"status": Status.cheat_detected,
-                                             "cheat_reason": "the timing report was tampered with (malformed times)"})
-        stats = summarize(event_ms, protocol.trim_fraction, method=timing_method(head))
-        escape = escaped_work(drain_ms, stats.median_ms)
-        if escape:
-            return result.model_copy(update={"status": Status.cheat_detected, "timing": stats, "cheat_reason": escape})
-        flags = sorted(set(result.flags_reset) | set(head.get("flags_reset", [])))
-        tuned = head.get("autotuned")
-        tuned = [c[:200] for c in tuned if isinstance(c, str)][:8] if isinstance(tuned, list) else []
-        speedup = ref.timing.mean_ms / stats.mean_ms if ref.timing and stats.mean_ms > 0 else None
-        best = ref.best_ms()
-        speedup_vs_best = best / stats.mean_ms if best and stats.mean_ms > 0 else None
-        return result.model_copy(update={"timing": stats, "reference_timing": ref.timing,
-                                         "compile_timing": ref.compile_timing, "compile_note": ref.compile_note,
-                                         "speedup": speedup, "speedup_vs_best": speedup_vs_best,
-                                         "flags_reset": flags, "autotune_configs": tuned})
+        res = self._run_timed(self._job(Job.timing, task, protocol, candidate_source=source), protocol.timeout_s)
+        return timing_verdict(res, ref, protocol, result)

@@ -1,6 +1,9 @@
-"""How the trusted parent reads a worker's report: failures, forged frames, degenerate tasks.
+"""How the trusted parent reads a worker's report: failures, forged frames, degenerate tasks, and
+the verdicts on a candidate (`correctness_verdict`, `timing_verdict`), used by the warm evaluator
+and the cold run alike.
 
-Pure functions over a `WorkerResult` (already decoded defensively); no process is started here.
+Pure functions over a `WorkerResult` (already decoded defensively), run in the trusted evaluator
+process; no process is started here.
 """
 
 from __future__ import annotations
@@ -12,8 +15,10 @@ from typing import TYPE_CHECKING
 import torch
 
 from .compare import compare_outputs, zeros_pass
-from .pool import WorkerResult
-from .types import ErrorInfo, Protocol, Status, TaskFlag
+from .messages import Kind
+from .sandbox.pool import WorkerResult
+from .stats import summarize
+from .types import ErrorInfo, EvalResult, Protocol, Status, TaskFlag
 
 if TYPE_CHECKING:
     from .reference import Reference
@@ -28,13 +33,13 @@ def worker_failure(res: WorkerResult, subject: str) -> ErrorInfo | None:
         return ErrorInfo(error_class="InfraError", message=res.infra)
     if res.timed_out:
         return ErrorInfo(error_class="Timeout", message=f"the {subject} exceeded its time limit")
-    infra = res.first("infra")
+    infra = res.first(Kind.infra)
     if infra:
         return ErrorInfo(error_class="InfraError", message=str(infra[0].get("message", ""))[:600])
-    err = res.first("error")
+    err = res.first(Kind.error)
     if err:
         return ErrorInfo.model_validate(err[0]["error"])
-    if res.first("done") is None:
+    if res.first(Kind.done) is None:
         return ErrorInfo(error_class="WorkerDied", message=f"the {subject} process ended without finishing "
                          f"(exit code {res.exit_code}, signal {res.signal}): {res.output_tail[-300:]}")
     return None
@@ -52,7 +57,8 @@ def expect(res: WorkerResult, kind: str, subject: str) -> tuple[tuple[dict, list
 # What an "error" report may say; anything else was not written by the harness.
 _ERROR_STATUSES = frozenset({Status.syntax_error, Status.import_error, Status.compile_error, Status.runtime_error,
                              Status.cuda_error, Status.oom, Status.timeout})
-_ONCE = ("ops", "done", "timing", "error", "violation", "infra", "kernels", "triton", "floor", "peaks")
+_ONCE = (Kind.ops, Kind.done, Kind.timing, Kind.error, Kind.violation, Kind.infra, Kind.kernels, Kind.triton,
+         Kind.floor, Kind.peaks)
 
 
 def forged_report(res: WorkerResult) -> str | None:
@@ -65,12 +71,12 @@ def forged_report(res: WorkerResult) -> str | None:
     for kind in _ONCE:
         if kinds.count(kind) > 1:
             return f"{kinds.count(kind)} '{kind}' messages"
-    if "done" in kinds and kinds.index("done") != len(kinds) - 1:
+    if Kind.done in kinds and kinds.index(Kind.done) != len(kinds) - 1:
         return "messages after 'done'"
-    trials = [h.get("trial") for h, _ in res.messages if h.get("kind") == "trial"]
+    trials = [h.get("trial") for h, _ in res.messages if h.get("kind") == Kind.trial]
     if trials != list(range(len(trials))):
         return "trials out of order"
-    err = res.first("error")
+    err = res.first(Kind.error)
     if err:
         try:
             status = Status(err[0].get("status"))
@@ -99,7 +105,7 @@ def candidate_failure(res: WorkerResult) -> dict | None:
     if res.overflow:
         return {"status": Status.runtime_error, "error": ErrorInfo(
             error_class="OutputTooLarge", message="the candidate's results exceeded the size limit")}
-    infra = res.first("infra")
+    infra = res.first(Kind.infra)
     if infra:
         return {"status": Status.infra_error, "error": ErrorInfo(error_class="InfraError",
                                                                  message=infra[0].get("message", ""))}
@@ -107,10 +113,10 @@ def candidate_failure(res: WorkerResult) -> dict | None:
     if forged:
         return {"status": Status.cheat_detected,
                 "cheat_reason": f"the result channel carried frames the harness did not write ({forged})"}
-    violation = res.first("violation")
+    violation = res.first(Kind.violation)
     if violation:
         return {"status": Status.cheat_detected, "cheat_reason": str(violation[0].get("reason"))[:300]}
-    err = res.first("error")
+    err = res.first(Kind.error)
     if err:
         return {"status": Status(err[0]["status"]), "error": ErrorInfo.model_validate(err[0]["error"])}
     if res.signal is not None:
@@ -191,3 +197,89 @@ def escaped_work(drain_ms: list[float] | None, event_median_ms: float) -> str | 
         return None
     return (f"work escapes the timed stream: the device was still busy {drain:.3f} ms after the call returned, "
             f"but the stream's events measured {event_median_ms:.3f} ms")
+
+
+# --- the verdicts on a candidate ---------------------------------------------------------------
+
+def correctness_verdict(res: WorkerResult, ref: Reference, protocol: Protocol, issues) -> EvalResult:
+    """The candidate's correctness run, checked: how it ended, its trials, its launches, its ops."""
+    base = {"lint": issues, "trials": protocol.correctness_trials,
+            "stdout_tail": res.output_tail.strip()[-800:] or None}
+    failure = candidate_failure(res)
+    if failure is not None:
+        return EvalResult(**base, **failure)
+    trials = res.all(Kind.trial)
+    ops = res.first(Kind.ops)
+    if len(trials) != protocol.correctness_trials or ops is None or res.first(Kind.done) is None:
+        return EvalResult(**base, status=Status.runtime_error, error=ErrorInfo(
+            error_class="IncompleteRun",
+            message="the process ended before reporting every trial (exit code "
+                    f"{res.exit_code}); results are never read from the candidate's output"))
+    launches = int(ops[0].get("launches", 0))
+    flags_reset = list(ops[0].get("flags_reset", []))
+    base.update(triton_launches=launches, flags_reset=flags_reset)
+    passed = 0
+    for (head, outputs), expected in zip(trials, ref.outputs):
+        verdict = compare_outputs(outputs, expected, protocol.tolerance, trial=int(head.get("trial", 0)))
+        if verdict.status is not Status.correct:
+            return EvalResult(**base, status=verdict.status, trials_passed=passed, mismatch=verdict.mismatch,
+                              error=ErrorInfo(error_class=verdict.status.value, message=verdict.message))
+        passed += 1
+    if launches == 0:
+        return EvalResult(**base, status=Status.no_triton_kernel, trials_passed=passed, error=ErrorInfo(
+            error_class="NoTritonKernel", message="no Triton kernel was launched during the forward pass",
+            hint="compute the result in a @triton.jit kernel launched as kernel[grid](...)"))
+    ref_ops = set(ref.ops)
+    cand_ops = set(ops[0].get("ops", []))
+    if ref_ops and ref_ops <= cand_ops:
+        return EvalResult(**base, status=Status.cheat_detected, trials_passed=passed,
+                          cheat_reason="every PyTorch operation of the reference ("
+                                       + ", ".join(sorted(ref_ops)[:6])
+                                       + ") still runs in PyTorch; the Triton kernels do none of its work")
+    return EvalResult(**base, status=Status.correct, trials_passed=passed)
+
+
+def timing_verdict(res: WorkerResult, ref: Reference, protocol: Protocol, result: EvalResult) -> EvalResult:
+    """The candidate's timing run, checked: its check-run output, its stream, its stats."""
+    failure = candidate_failure(res)
+    if failure is not None:
+        return result.model_copy(update=failure)
+    msg = res.first(Kind.timing)
+    if msg is None:
+        return result.model_copy(update={"status": Status.runtime_error, "error": ErrorInfo(
+            error_class="IncompleteRun", message="the timing run ended without reporting")})
+    head, outputs = msg
+    replaced = head.get("replaced")
+    if replaced:
+        names = ", ".join(map(str, replaced)) if isinstance(replaced, list) else "(unreadable list)"
+        return result.model_copy(update={"status": Status.cheat_detected,
+                                         "cheat_reason": f"candidate replaced harness functions: {names}"})
+    expected = ref.check_outputs
+    if not expected:
+        return result.model_copy(update={"status": Status.infra_error, "error": ErrorInfo(
+            error_class="InfraError", message="reference outputs for the timing inputs are missing")})
+    verdict = compare_outputs(outputs, expected, protocol.tolerance, trial=-1)
+    if verdict.status is not Status.correct:
+        return result.model_copy(update={
+            "status": verdict.status, "mismatch": verdict.mismatch,
+            "error": ErrorInfo(error_class=verdict.status.value,
+                               message="output produced while timing (fresh inputs) differs from the reference: "
+                                       + verdict.message)})
+    event_ms, drain_ms = timing_numbers(head, "event_ms"), timing_numbers(head, "drain_ms")
+    if not event_ms or drain_ms is None:
+        return result.model_copy(update={"status": Status.cheat_detected,
+                                         "cheat_reason": "the timing report was tampered with (malformed times)"})
+    stats = summarize(event_ms, protocol.trim_fraction, method=timing_method(head))
+    escape = escaped_work(drain_ms, stats.median_ms)
+    if escape:
+        return result.model_copy(update={"status": Status.cheat_detected, "timing": stats, "cheat_reason": escape})
+    flags = sorted(set(result.flags_reset) | set(head.get("flags_reset", [])))
+    tuned = head.get("autotuned")
+    tuned = [c[:200] for c in tuned if isinstance(c, str)][:8] if isinstance(tuned, list) else []
+    speedup = ref.timing.mean_ms / stats.mean_ms if ref.timing and stats.mean_ms > 0 else None
+    best = ref.best_ms()
+    speedup_vs_best = best / stats.mean_ms if best and stats.mean_ms > 0 else None
+    return result.model_copy(update={"timing": stats, "reference_timing": ref.timing,
+                                     "compile_timing": ref.compile_timing, "compile_note": ref.compile_note,
+                                     "speedup": speedup, "speedup_vs_best": speedup_vs_best,
+                                     "flags_reset": flags, "autotune_configs": tuned})

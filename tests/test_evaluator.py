@@ -235,7 +235,7 @@ def test_gpu_compile_error_points_at_the_kernel_line():
 
     from triton.compiler.errors import CompilationError
 
-    from adaexplore.evaluator import harness
+    from adaexplore.evaluator.worker import harness
 
     source = (CANDIDATES / "kernel_compile_error.py").read_text()
     kernel_src = source[source.index("def k("):source.index("class ModelNew")]

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from adaexplore.evaluator.gpu_lock import GpuLock
+from adaexplore.evaluator.sandbox.gpu_lock import GpuLock
 
 
 @pytest.fixture

@@ -5,12 +5,12 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from adaexplore.evaluator import harness
 from adaexplore.evaluator.profile import (
     DevicePeaks, KernelCapture, PeaksCache, ProfileReport, TritonKernelInfo, build_report, device_rows,
     floor_ms, flops_peak, is_triton_kernel, jit_function_names, kernel_breakdown, peaks_key, plausible_peaks,
     short_kernel_name, summarize_profile, task_floor)
 from adaexplore.evaluator.types import ErrorInfo, Protocol, to_json
+from adaexplore.evaluator.worker import harness
 
 from conftest import EXAMPLES, HAS_CUDA, example_task, gpu
 
@@ -314,7 +314,8 @@ def test_worker_candidate_path_reports_its_messages_on_cpu(monkeypatch, tmp_path
 
     from triton.runtime.jit import JITFunction
 
-    from adaexplore.evaluator import profile, timing
+    from adaexplore.evaluator.profile import run as profile
+    from adaexplore.evaluator.worker import timing
 
     monkeypatch.setattr(JITFunction, "run", JITFunction.run)  # the capture's wrapper goes at teardown
     monkeypatch.setitem(sys.modules, "candidate", None)
@@ -347,7 +348,7 @@ def test_worker_reports_a_broken_candidate(monkeypatch, tmp_path):
 
     from triton.runtime.jit import JITFunction
 
-    from adaexplore.evaluator import profile
+    from adaexplore.evaluator.profile import run as profile
 
     monkeypatch.setattr(JITFunction, "run", JITFunction.run)
     monkeypatch.setitem(sys.modules, "candidate", None)

@@ -9,15 +9,16 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from adaexplore.evaluator import harness
 from adaexplore.evaluator.baselines import BaselineKey, Baselines, BaselineStore
 from adaexplore.evaluator.fleet import EvaluatorFleet, LeastLoaded, physical_ids
-from adaexplore.evaluator.pool import WorkerResult
 from adaexplore.evaluator.reference import Reference
+from adaexplore.evaluator.sandbox.pool import WorkerResult
 from adaexplore.evaluator.service import Evaluator, physical_gpu_id
-from adaexplore.evaluator.timing import contended, summarize, time_on_host
+from adaexplore.evaluator.stats import contended, summarize
 from adaexplore.evaluator.types import EvalResult, Protocol, Status, TimingStats
-from adaexplore.evaluator.verdict import escaped_work
+from adaexplore.evaluator.verdict import escaped_work, timing_verdict
+from adaexplore.evaluator.worker import harness
+from adaexplore.evaluator.worker.timing import time_on_host
 
 from conftest import EXAMPLES, HAS_CUDA, ROOT, example_task, gpu
 
@@ -83,8 +84,8 @@ def test_a_malformed_timing_report_is_a_cheat_not_a_crash():
     ref = Reference(check_outputs=[out.clone()])
 
     def verdict(head):
-        return Evaluator._timing_verdict(timing_report(head, [out.clone()]), ref, Protocol(),
-                                         EvalResult(status=Status.correct))
+        return timing_verdict(timing_report(head, [out.clone()]), ref, Protocol(),
+                              EvalResult(status=Status.correct))
 
     good = verdict({"event_ms": [0.1] * 20, "drain_ms": [0.1] * 10})
     assert good.status is Status.correct and good.timing.runs == 18

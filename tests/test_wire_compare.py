@@ -6,10 +6,10 @@ import pytest
 import torch
 from hypothesis import given, settings, strategies as st
 
-from adaexplore.evaluator import wire
 from adaexplore.evaluator.compare import compare_outputs
-from adaexplore.evaluator.pool import decode_messages
-from adaexplore.evaluator.timing import summarize
+from adaexplore.evaluator.sandbox import wire
+from adaexplore.evaluator.sandbox.pool import decode_messages
+from adaexplore.evaluator.stats import summarize
 from adaexplore.evaluator.types import Status, Tolerance
 
 

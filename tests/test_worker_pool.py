@@ -8,8 +8,8 @@ import uuid
 
 import pytest
 
-from adaexplore.evaluator import wire
-from adaexplore.evaluator.pool import WorkerPool, decode_messages
+from adaexplore.evaluator.sandbox import wire
+from adaexplore.evaluator.sandbox.pool import WorkerPool, decode_messages
 from adaexplore.evaluator.types import Protocol
 from adaexplore.evaluator.verdict import candidate_failure
 
@@ -133,7 +133,7 @@ def test_a_detached_grandchild_neither_holds_the_result_nor_outlives_the_candida
     """A candidate that leaves a detached process behind (its own session, every descriptor
     inherited) still gets its result as soon as its own process ends, and the process it left
     is killed: orphans are handed to the warm parent, which kills them."""
-    from adaexplore.evaluator.procs import state
+    from adaexplore.evaluator.sandbox.procs import state
 
     marker = f"/tmp/adaexplore-escapee-{uuid.uuid4().hex}"
     escapee = f'''

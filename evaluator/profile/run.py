@@ -1,17 +1,17 @@
 """Profiling of a correct candidate: where the time goes and how far it is from the task's floor.
 
-This module holds the profile job and its public API; the parts live in:
+This module holds the profile job and the trusted side's entry point; the parts live in:
 
-* `profile_report`: the report types and pure functions (`summarize_profile`, `kernel_breakdown`,
+* `report`: the report types and pure functions (`summarize_profile`, `kernel_breakdown`,
   `build_report`), testable without a GPU;
 * `floor`: the task's floor from the reference (FLOPs counted and bytes summed BEFORE the
   candidate is imported) and `floor_ms`;
 * `peaks`: device peaks (measured once per device, cached on disk by the trusted parent);
-* `kernel_capture`: the candidate's Triton kernels' launch metadata and the profiler's GPU rows.
+* `worker.kernel_capture`: the candidate's Triton kernels' launch metadata and the profiler's GPU rows.
 
-Here: the worker side (`run_profile`, the job kind "profile"): peaks, floor, then the candidate's
-per-kernel breakdown under `torch.profiler`; and the trusted side (`profile_candidate`), called by
-`Evaluator.profile`.
+Here: the worker side (`run_profile`, the job kind "profile", run in a forked worker): peaks,
+floor, then the candidate's per-kernel breakdown under `torch.profiler`; and the trusted side
+(`profile_candidate`, run in the evaluator process), called by `Evaluator.profile`.
 
 Nothing here is a verdict: numbers come from the candidate's own process and are advice.
 Every GPU probe is wrapped so that a failure becomes a note with a reason, never an exception.
@@ -21,14 +21,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .floor import HALF_DTYPES, dominant_dtype, floor_ms, flops_peak, task_floor, tensor_bytes  # noqa: F401
-from .kernel_capture import KernelCapture, device_rows, jit_function_names  # noqa: F401
-from .peaks import (COPY_BYTES, PEAKS_FILE, DevicePeaks, PeaksCache, measure_peaks, peaks_key,  # noqa: F401
-                    plausible_peaks)
-from .profile_report import (MAX_KERNEL_NAME, MAX_KERNELS, KernelTime, ProfileReport,  # noqa: F401
-                             TritonKernelInfo, build_report, is_triton_kernel, kernel_breakdown,
-                             short_kernel_name, summarize_profile)
-from .types import ErrorInfo
+from ..messages import Job, Kind
+from ..types import ErrorInfo
+from .floor import task_floor
+from .peaks import PEAKS_FILE, DevicePeaks, PeaksCache, measure_peaks, peaks_key, plausible_peaks
+from .report import ProfileReport, TritonKernelInfo, build_report, kernel_breakdown, summarize_profile
 
 PROFILE_RUNS = 5  # forward passes recorded by torch.profiler
 MAX_TIMED_RUNS = 50  # CUDA-event timed runs when the evaluation's timing is not available
@@ -41,8 +38,8 @@ def run_profile(job: dict, rep) -> None:
     """Peaks, floor, then (with a candidate, on a GPU) the candidate's profile. Reports facts only."""
     import torch
 
-    from . import harness, jobs
-    from .types import Protocol
+    from ..types import Protocol
+    from ..worker import harness, jobs
 
     protocol = Protocol.model_validate(job["protocol"])
     device = jobs._device(job)
@@ -57,10 +54,10 @@ def run_profile(job: dict, rep) -> None:
             key = peaks_key(torch.cuda.get_device_name(device), torch.__version__)
             known = (job.get("known_peaks") or {}).get(key)
             if known:
-                rep.send({"kind": "peaks", "key": key, "peaks": known, "cached": True})
+                rep.send({"kind": Kind.peaks, "key": key, "peaks": known, "cached": True})
             else:
                 peaks = measure_peaks(device)
-                rep.send({"kind": "peaks", "key": key, "peaks": peaks.model_dump(mode="json"), "cached": False})
+                rep.send({"kind": Kind.peaks, "key": key, "peaks": peaks.model_dump(mode="json"), "cached": False})
         except Exception as exc:  # noqa: BLE001
             note(f"device peaks unavailable: {type(exc).__name__}: {exc}")
 
@@ -69,7 +66,7 @@ def run_profile(job: dict, rep) -> None:
     if task is None:
         return
     try:
-        rep.send({"kind": "floor", **task_floor(task, protocol, device)})
+        rep.send({"kind": Kind.floor, **task_floor(task, protocol, device)})
     except Exception as exc:  # noqa: BLE001
         note(f"floor not computed: {type(exc).__name__}: {exc}")
     if device.type == "cuda":
@@ -80,16 +77,18 @@ def run_profile(job: dict, rep) -> None:
     ok = True
     if source and device.type == "cuda":
         ok = _profile_candidate_in_worker(job, rep, task, protocol, device, source, note)
-    rep.send({"kind": "notes", "notes": notes})
+    rep.send({"kind": Kind.notes, "notes": notes})
     if ok:
-        rep.send({"kind": "done"})
+        rep.send({"kind": Kind.done})
 
 
 def _profile_candidate_in_worker(job, rep, task, protocol, device, source: str, note) -> bool:
     """Import, warm up, time and profile the candidate; False when it failed (already reported)."""
     import torch
 
-    from . import harness, jobs, timing
+    from ..stats import summarize
+    from ..worker import harness, jobs, timing
+    from ..worker.kernel_capture import KernelCapture, device_rows, jit_function_names
 
     # 3. the candidate
     capture = KernelCapture()
@@ -123,8 +122,8 @@ def _profile_candidate_in_worker(job, rep, task, protocol, device, source: str, 
             event_ms = timing.time_on_gpu(run, lambda _i: None, warmup=0,
                                           runs=min(protocol.timed_runs, MAX_TIMED_RUNS),
                                           flush_l2=protocol.flush_l2, device=device).event_ms
-            stats = timing.summarize(event_ms, protocol.trim_fraction)
-            rep.send({"kind": "timing", "median_ms": stats.median_ms, "mean_ms": stats.mean_ms})
+            stats = summarize(event_ms, protocol.trim_fraction)
+            rep.send({"kind": Kind.timing, "median_ms": stats.median_ms, "mean_ms": stats.mean_ms})
         except Exception as exc:  # noqa: BLE001
             note(f"candidate timing failed: {type(exc).__name__}: {exc}")
 
@@ -144,7 +143,7 @@ def _profile_candidate_in_worker(job, rep, task, protocol, device, source: str, 
         if not rows:
             note("the profiler recorded no GPU kernels (CUPTI unavailable?)")
         triton_names |= capture.names()
-        rep.send({"kind": "kernels", "runs": PROFILE_RUNS, "rows": [list(r) for r in rows],
+        rep.send({"kind": Kind.kernels, "runs": PROFILE_RUNS, "rows": [list(r) for r in rows],
                   "triton_names": sorted(triton_names)})
     except Exception as exc:  # noqa: BLE001
         note(f"torch.profiler failed: {type(exc).__name__}: {exc}")
@@ -153,7 +152,7 @@ def _profile_candidate_in_worker(job, rep, task, protocol, device, source: str, 
         infos = capture.infos()
         if not infos and capture.kernels:
             infos = capture.infos(launched_only=False)
-        rep.send({"kind": "triton", "kernels": [k.model_dump(mode="json") for k in infos]})
+        rep.send({"kind": Kind.triton, "kernels": [k.model_dump(mode="json") for k in infos]})
         if capture.errors:
             note("launch capture: " + "; ".join(capture.errors))
         if not capture.kernels:
@@ -167,8 +166,8 @@ def _profile_candidate_in_worker(job, rep, task, protocol, device, source: str, 
 
 def profile_candidate(evaluator, task, source: str | None, protocol=None) -> ProfileReport:
     """Profile a correct candidate (or, with no source, only the floor and the peaks)."""
-    from .verdict import worker_failure
-    from .task import source_hash
+    from ..task import source_hash
+    from ..verdict import worker_failure
 
     protocol = protocol or task.protocol
     base = {"task_id": task.task_id, "source_hash": source_hash(source) if source else "",
@@ -188,7 +187,7 @@ def profile_candidate(evaluator, task, source: str | None, protocol=None) -> Pro
 
     cache = PeaksCache(Path(evaluator.work_dir) / PEAKS_FILE)
     job_source = source if evaluator.is_gpu else None
-    job = evaluator._job("profile", task, protocol, candidate_source=job_source,
+    job = evaluator._job(Job.profile, task, protocol, candidate_source=job_source,
                          known_peaks={k: v.model_dump(mode="json") for k, v in cache.load().items()},
                          time_candidate=candidate_ms is None)
     res = evaluator._run(job, protocol.timeout_s, gpu="exclusive" if evaluator.is_gpu else None)
@@ -203,32 +202,32 @@ def profile_candidate(evaluator, task, source: str | None, protocol=None) -> Pro
     for head, _ in res.messages:
         kind = head.get("kind")
         try:
-            if kind == "peaks" and peaks is None:
+            if kind == Kind.peaks and peaks is None:
                 peaks = DevicePeaks.model_validate(head["peaks"])
                 if not head.get("cached"):
                     if plausible_peaks(peaks):
                         cache.save(str(head["key"]), peaks)
                     else:
                         notes.append("measured peaks look implausible; not cached")
-            elif kind == "floor" and floor is None:
+            elif kind == Kind.floor and floor is None:
                 floor = {"bytes": int(head["bytes"]), "flops": int(head["flops"]), "dtype": head.get("dtype")}
-            elif kind == "timing" and candidate_ms is None:
+            elif kind == Kind.timing and candidate_ms is None:
                 candidate_ms, timing_source = float(head["median_ms"]), "profile run"
-            elif kind == "kernels" and not rows:
+            elif kind == Kind.kernels and not rows:
                 runs = int(head.get("runs", PROFILE_RUNS))
                 rows = [(str(r[0]), int(r[1]), float(r[2])) for r in head.get("rows", [])]
                 triton_names = {str(n) for n in head.get("triton_names", [])}
-            elif kind == "triton" and not triton_infos:
+            elif kind == Kind.triton and not triton_infos:
                 triton_infos = [TritonKernelInfo.model_validate(k) for k in head.get("kernels", [])]
-            elif kind == "infra":
+            elif kind == Kind.infra:
                 notes.append("infra: " + str(head.get("message", ""))[:240])
-            elif kind == "notes":
+            elif kind == Kind.notes:
                 notes.extend(str(n)[:240] for n in head.get("notes", [])[:10])
         except (KeyError, TypeError, ValueError) as exc:
             notes.append(f"unreadable {kind} message: {exc}")
 
     error = worker_failure(res, subject="profile run")
-    if error is None and res.first("done") is None:
+    if error is None and res.first(Kind.done) is None:
         error = ErrorInfo(error_class="IncompleteRun", message="the profile run ended without finishing")
     kernels = kernel_breakdown(rows, runs, triton_names)
     if not evaluator.is_gpu:

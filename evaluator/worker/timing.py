@@ -1,6 +1,8 @@
-"""The timing protocol: CUDA events, an L2 flush before every run, trimmed statistics.
+"""The timing protocol's measuring half: CUDA events, an L2 flush before every run.
 
-`summarize` is pure; `time_on_gpu` runs inside a worker process that holds the GPU lock.
+Runs inside a forked worker process; `time_on_gpu` runs while the job holds the GPU lock.
+The statistics over its samples (`summarize`, `contended`) run on the trusted side: `..stats`.
+
 The functions it relies on are bound when this module is imported, which happens in the
 warm parent before any candidate code exists, so a candidate that replaces
 `torch.cuda.Event.elapsed_time` or `torch.cuda.synchronize` does not change what is used here.
@@ -8,14 +10,10 @@ warm parent before any candidate code exists, so a candidate that replaces
 
 from __future__ import annotations
 
-import math
-import statistics
 import time
 from typing import Callable, NamedTuple
 
 import torch
-
-from .types import TimingStats
 
 _perf_counter = time.perf_counter
 _Event = torch.cuda.Event
@@ -24,25 +22,6 @@ _elapsed_time = torch.cuda.Event.elapsed_time
 _synchronize = torch.cuda.synchronize
 
 L2_FLUSH_BYTES = 256 * 1024 * 1024  # larger than any current GPU's L2 (H200: 60 MB)
-# A median flush this many times the fastest one means another context shared the GPU.
-CONTENTION_RATIO = 1.5
-
-
-def summarize(samples_ms: list[float], trim_fraction: float = 0.05, method: str = "cuda_events") -> TimingStats:
-    """Trim `trim_fraction` from each end of the sorted samples and describe the rest."""
-    if not samples_ms:
-        raise ValueError("no timing samples")
-    ordered = sorted(samples_ms)
-    k = int(math.floor(len(ordered) * trim_fraction))
-    kept = ordered[k:len(ordered) - k] if len(ordered) - 2 * k >= 1 else ordered
-    return TimingStats(
-        mean_ms=statistics.fmean(kept),
-        median_ms=statistics.median(kept),
-        std_ms=statistics.pstdev(kept) if len(kept) > 1 else 0.0,
-        min_ms=ordered[0],
-        runs=len(kept),
-        method=method,
-    )
 
 
 class Measured(NamedTuple):
@@ -53,18 +32,6 @@ class Measured(NamedTuple):
     drain_ms: list[float]
     flush_ms: list[float]
     out: object
-
-
-def contended(flush_ms: list[float]) -> bool:
-    """Whether another process's work shared the GPU during the runs.
-
-    The L2 flush before each run is the same memset every time, so on a quiet GPU its times
-    barely move; work from another context time-slices into it and inflates most of them.
-    """
-    if len(flush_ms) < 10:
-        return False
-    ordered = sorted(flush_ms)
-    return ordered[len(ordered) // 2] > CONTENTION_RATIO * ordered[0]
 
 
 def time_on_gpu(run: Callable[[int], object], prepare: Callable[[int], None], *, warmup: int, runs: int,

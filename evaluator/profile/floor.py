@@ -45,7 +45,7 @@ def task_floor(task, protocol, device) -> dict:
     import torch
     from torch.utils.flop_counter import FlopCounterMode
 
-    from . import harness
+    from ..worker import harness
 
     model = harness.build_model(task.Model, task, protocol, device)
     inputs = harness.make_inputs(task, harness.timing_seed(protocol, 0), device)

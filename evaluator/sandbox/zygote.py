@@ -1,6 +1,6 @@
 """The warm parent: imports torch and Triton once, then forks one process per job.
 
-Run as `python -m adaexplore.evaluator.zygote FD`, where FD is one end of a Unix socket to
+Run as `python -m adaexplore.evaluator.sandbox.zygote FD`, where FD is one end of a Unix socket to
 the evaluator. Each job request arrives on it with the write end of a pipe attached (file
 descriptor passing): the forked child writes its results straight into that pipe, so large
 outputs never pass through this process. This process only manages lives: it answers with
@@ -28,6 +28,7 @@ import sys
 import tempfile
 import time
 
+from ..messages import Job, Op, Reply
 from .procs import adopt_orphans, children_of, die_with_parent, state
 
 KEEP_ENV = ("PATH", "TRITON_INTERPRET", "TRITON_CACHE_DIR", "CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH",
@@ -84,21 +85,21 @@ class Zygote:
             body, self.inbuf = self.inbuf[8:8 + n], self.inbuf[8 + n:]
             head, _ = wire.unpack(body)
             op = head.get("op")
-            if op == "run":
+            if op == Op.run:
                 # Every run request was sent with its result pipe, which arrives with its first byte.
                 self._spawn(head["job_id"], head["job"], float(head["timeout_s"]), self.fds.popleft())
-            elif op == "go":
+            elif op == Op.go:
                 self._open_gate(self.children.get(head.get("job_id")))
-            elif op == "pause":
+            elif op == Op.pause:
                 self._pause(head.get("keep"))
-                self._reply({"paused": head.get("token")})
-            elif op == "resume":
+                self._reply({Reply.paused.value: head.get("token")})
+            elif op == Op.resume:
                 self._resume()
-            elif op == "kill":
+            elif op == Op.kill:
                 child = self.children.get(head.get("job_id"))
                 if child is not None:
                     self._kill(child)
-            elif op == "exit":
+            elif op == Op.exit:
                 self.running = False
 
     def _reply(self, head: dict) -> None:
@@ -122,7 +123,7 @@ class Zygote:
                 if sock is not None:
                     sock.close()
             shutil.rmtree(scratch, ignore_errors=True)
-            self._reply({"job_id": job_id, "finished": True, "infra": f"cannot start a worker: {exc}"})
+            self._reply({"job_id": job_id, Reply.finished.value: True, "infra": f"cannot start a worker: {exc}"})
             return
         if pid == 0:  # child
             if gate is not None:
@@ -177,12 +178,12 @@ class Zygote:
                 import torch
 
                 torch.set_num_threads(int(job["threads"]))
-            from . import jobs
-            from . import profile as profiling
-            from .harness import Reporter
+            from .. import profile as profiling
+            from ..worker import jobs
+            from ..worker.harness import Reporter
 
-            runner = {"reference": jobs.run_reference, "candidate": jobs.run_candidate,
-                      "timing": jobs.run_timing, "profile": profiling.run_profile}[job["kind"]]
+            runner = {Job.reference: jobs.run_reference, Job.candidate: jobs.run_candidate,
+                      Job.timing: jobs.run_timing, Job.profile: profiling.run_profile}[job["kind"]]
             runner(job, Reporter(w, job.get("nonce"), gate=keep.fileno() if keep else None))
             code = 0
         except BaseException:  # noqa: BLE001 - the parent reads the exit code
@@ -252,7 +253,7 @@ class Zygote:
             child.deadline = math.inf
             if child.paused_left is not None:
                 child.paused_left = math.inf
-            self._reply({"job_id": child.job_id, "gate": "ready"})
+            self._reply({"job_id": child.job_id, Reply.gate.value: Reply.ready})
 
     def _open_gate(self, child: Child | None) -> None:
         """The evaluator holds the GPU for this child: it gets a full time limit to measure."""
@@ -307,7 +308,7 @@ class Zygote:
         shutil.rmtree(child.scratch, ignore_errors=True)
         self._reply({
             "job_id": child.job_id,
-            "finished": True,
+            Reply.finished.value: True,
             "exit_code": os.WEXITSTATUS(status) if os.WIFEXITED(status) else None,
             "signal": os.WTERMSIG(status) if os.WIFSIGNALED(status) else None,
             "timed_out": child.timed_out,
@@ -379,13 +380,14 @@ def main() -> None:
     except ImportError:
         pass
 
-    from . import jobs  # noqa: F401 - binds the harness's originals before any candidate exists
-    from . import profile  # noqa: F401 - the profile job's module
+    from ..worker import jobs  # noqa: F401 - binds the harness's originals before any candidate exists
+    from .. import profile  # noqa: F401 - the profile job's module
+    from ..worker import kernel_capture  # noqa: F401 - the profile job's launch capture
     import torch.utils.flop_counter  # noqa: F401
 
     from . import wire
 
-    ctrl.sendall(wire.pack({"ready": True, "pid": os.getpid()}))
+    ctrl.sendall(wire.pack({Reply.ready.value: True, "pid": os.getpid()}))
     Zygote(ctrl).serve()
 
 

@@ -1,7 +1,8 @@
 """Framing and tensor encoding for the pipes between evaluator processes.
 
-Bytes that come out of a candidate's process are untrusted: they are decoded here
-with orjson and raw buffers only (never pickle), and every size is checked.
+Used by every process: the trusted evaluator, the warm parent and the workers. Bytes that come
+out of a candidate's process are untrusted: they are decoded here with orjson and raw buffers
+only (never pickle), and every size is checked.
 """
 
 from __future__ import annotations

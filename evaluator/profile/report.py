@@ -1,7 +1,7 @@
 """Profile report types and the pure functions that build a report and summarize it as text.
 
 Nothing here touches a GPU: `kernel_breakdown`, `build_report` and `summarize_profile` work on
-numbers a profile job has already reported.
+numbers a profile job has already reported, in the trusted evaluator process.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pydantic import Field
 
 from .floor import floor_ms, flops_peak
 from .peaks import DevicePeaks
-from .types import ErrorInfo, Model
+from ..types import ErrorInfo, Model
 
 MAX_KERNEL_NAME = 160
 MAX_KERNELS = 20  # rows of the breakdown kept in the report

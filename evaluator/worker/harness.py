@@ -16,8 +16,9 @@ import types
 
 import torch
 
-from . import guards, wire
-from .types import Protocol, Status
+from ..sandbox import wire
+from ..types import Protocol, Status
+from . import guards
 
 CANDIDATE_FILE = "candidate.py"
 TASK_FILENAME = "<reference task>"

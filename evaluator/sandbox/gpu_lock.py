@@ -2,7 +2,8 @@
 
 Timing holds it exclusively; correctness runs hold it shared, so other processes' kernels do
 not time-slice into a measurement. It is an flock on a file in one machine-wide directory, so
-it holds across threads, server processes and users, and dies with its holder.
+it holds across threads, server processes and users, and dies with its holder. Held by the
+trusted evaluator process, which pauses its workers through the pool while it times.
 """
 
 from __future__ import annotations

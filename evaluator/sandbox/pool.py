@@ -24,6 +24,7 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from typing import Callable
 
+from ..messages import Op, Reply
 from . import wire
 
 log = logging.getLogger("adaexplore.evaluator")
@@ -147,7 +148,7 @@ class WorkerPool:
         ours, theirs = socket.socketpair()
         try:
             self._proc = subprocess.Popen(
-                [sys.executable, "-m", "adaexplore.evaluator.zygote", str(theirs.fileno())],
+                [sys.executable, "-m", "adaexplore.evaluator.sandbox.zygote", str(theirs.fileno())],
                 pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, stdout=None, stderr=None, env=env,
                 cwd=self.work_dir, start_new_session=True)
         except BaseException:
@@ -175,7 +176,7 @@ class WorkerPool:
             sock = self._sock
         if proc and proc.poll() is None:
             try:
-                sock.sendall(wire.pack({"op": "exit"}))
+                sock.sendall(wire.pack({"op": Op.exit}))
                 proc.wait(5)
             except (OSError, subprocess.TimeoutExpired, AttributeError):
                 proc.kill()
@@ -196,7 +197,7 @@ class WorkerPool:
             fut.set_result(_infra(str(exc)))
             return Submitted(job_id, fut)
         nonce = secrets.token_hex(16)
-        frame = wire.pack({"op": "run", "job_id": job_id, "timeout_s": timeout_s,
+        frame = wire.pack({"op": Op.run, "job_id": job_id, "timeout_s": timeout_s,
                            "job": {**job, "work_dir": self.work_dir, "nonce": nonce,
                                    "gated": on_ready is not None}})
         r, w = os.pipe()
@@ -223,7 +224,7 @@ class WorkerPool:
 
     def open_gate(self, job_id: str) -> None:
         """Let a gated job that is waiting go on (the caller now holds the GPU for it)."""
-        self._send({"op": "go", "job_id": job_id})
+        self._send({"op": Op.go, "job_id": job_id})
 
     def pause(self, keep: str | None = None) -> None:
         """Stop every running job's processes but `keep`'s; returns once they are stopped.
@@ -231,14 +232,14 @@ class WorkerPool:
         token = secrets.token_hex(8)
         done = threading.Event()
         self._acks[token] = done
-        self._send({"op": "pause", "keep": keep, "token": token})
+        self._send({"op": Op.pause, "keep": keep, "token": token})
         if not done.wait(PAUSE_ACK_S):
             log.warning("the warm parent did not confirm a pause in %.0f s", PAUSE_ACK_S)
         self._acks.pop(token, None)
 
     def resume(self) -> None:
         """Let the jobs stopped by `pause` run on."""
-        self._send({"op": "resume"})
+        self._send({"op": Op.resume})
 
     def run(self, job: dict, timeout_s: float) -> WorkerResult:
         return self.wait(self.submit(job, timeout_s))
@@ -284,7 +285,7 @@ class WorkerPool:
                     if len(job.buf) + len(data) > self.max_result_bytes:
                         job.overflow = True
                         job.buf = bytearray()
-                        self._send({"op": "kill", "job_id": job.job_id})
+                        self._send({"op": Op.kill, "job_id": job.job_id})
                     else:
                         job.buf += data
                 elif job.ended_at is not None and time.monotonic() - job.ended_at > PIPE_GRACE_S:
@@ -312,23 +313,23 @@ class WorkerPool:
                 if body is None:
                     break
                 head, _ = wire.unpack(body)
-                if head.get("ready"):
+                if head.get(Reply.ready):
                     self._ready.set()
                     continue
-                if "paused" in head:
-                    ack = self._acks.get(head["paused"])
+                if Reply.paused in head:
+                    ack = self._acks.get(head[Reply.paused])
                     if ack is not None:
                         ack.set()
                     continue
                 job_id = head.get("job_id")
-                if head.get("gate") == "ready":
+                if head.get(Reply.gate) == Reply.ready:
                     job = self._jobs.get(job_id)
                     if job is not None and job.on_ready is not None:
                         job.on_ready()
                     continue
                 with self._lock:
                     job = self._jobs.pop(job_id, None)
-                if job is not None and head.get("finished"):
+                if job is not None and head.get(Reply.finished):
                     self._end(job, head)
         except (wire.WireError, OSError, ValueError) as exc:
             log.error("lost the evaluator's warm parent: %s", exc)

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import ast
 
-from .lint_core import _dotted, _int_literal, _is_literal, _is_pow2, _JitInfo
-from .lint_names import _TL_NAMES, _tl
-from .types import Status
+from ..types import Status
+from .core import _dotted, _int_literal, _is_literal, _is_pow2, _JitInfo
+from .names import _TL_NAMES, _tl
 
 # Names that Triton's code generator resolves itself inside a kernel (CodeGenerator.builtin_namespace).
 _KERNEL_BUILTINS = frozenset({"len", "list", "range", "float", "int", "isinstance", "getattr", "hasattr",
@@ -56,7 +56,7 @@ _UNSUPPORTED_EXPRS: dict[type, tuple[str, str]] = {
 
 
 class _KernelMixin:
-    """Kernel-body checks of :class:`lint_checker._Checker`."""
+    """Kernel-body checks of :class:`checker._Checker`."""
 
     # ---------------------------------------------------------------- kernel bodies
     def check_arange(self, n: ast.Call, jit: _JitInfo, severity: str, status: Status | None) -> None:

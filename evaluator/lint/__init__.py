@@ -24,10 +24,10 @@ canonical text of the offending construct (``"tl.float32("``, ``"break"``), with
 ``triton.language`` alias always written as ``tl``.
 
 This module is the public entry (``check_candidate``, ``StaticReport``, ``is_error``) and
-decides which finding is fatal. The rules live beside it: ``lint_names`` (names against the
-installed Triton), ``lint_jit`` (kernel discovery), ``lint_kernel`` (kernel bodies),
-``lint_launch`` (imports, ``ModelNew``, launches), walked by ``lint_checker``; shared pieces
-are in ``lint_core``.
+decides which finding is fatal. The rules live beside it in this package: ``names`` (names against the
+installed Triton), ``jit`` (kernel discovery), ``kernel`` (kernel bodies), ``launch`` (imports,
+``ModelNew``, launches), walked by ``checker``; shared pieces are in ``core``. All of it runs in
+the trusted evaluator process, before any worker is started.
 """
 
 from __future__ import annotations
@@ -36,9 +36,9 @@ import ast
 
 from pydantic import Field
 
-from .lint_checker import _Checker
-from .lint_core import ERROR_PREFIX, WARNING_PREFIX, _Finding  # noqa: F401  (WARNING_PREFIX re-exported)
-from .types import ErrorInfo, LintIssue, Model, Status
+from .checker import _Checker
+from .core import ERROR_PREFIX, WARNING_PREFIX, _Finding  # noqa: F401  (WARNING_PREFIX re-exported)
+from ..types import ErrorInfo, LintIssue, Model, Status
 
 __all__ = ["StaticReport", "check_candidate", "is_error"]
 

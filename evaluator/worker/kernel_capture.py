@@ -6,7 +6,7 @@ Every probe of Triton's internals is guarded: odd objects or a different launch 
 
 from __future__ import annotations
 
-from .profile_report import MAX_KERNEL_NAME, TritonKernelInfo
+from ..profile.report import MAX_KERNEL_NAME, TritonKernelInfo
 
 
 # --- Triton launch metadata (worker side) -------------------------------------------------------

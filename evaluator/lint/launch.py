@@ -10,13 +10,13 @@ from __future__ import annotations
 import ast
 import importlib.util
 
-from .lint_core import _JitInfo
-from .lint_names import _spec_cache
-from .types import Status
+from ..types import Status
+from .core import _JitInfo
+from .names import _spec_cache
 
 
 class _LaunchMixin:
-    """Module-level checks of :class:`lint_checker._Checker`."""
+    """Module-level checks of :class:`checker._Checker`."""
 
     # ---------------------------------------------------------------- imports
     def check_missing_modules(self) -> None:

@@ -1,7 +1,7 @@
 """The checker: one walk over the candidate, with the severity each place in it deserves.
 
 :class:`_Checker` holds the per-candidate state, walks module, function and kernel bodies, and
-hands each statement and expression to the rules of the ``lint_*`` mixins. Where the code sits
+hands each statement and expression to the rules of this package's mixins. Where the code sits
 (module level, an ordinary function, a kernel, under ``try`` or a compile-time ``if``) decides
 whether a finding is an error or a warning.
 """
@@ -12,12 +12,12 @@ import ast
 import types
 from typing import Any
 
-from .lint_core import _Finding, _JitInfo
-from .lint_jit import _JitMixin
-from .lint_kernel import _KernelMixin
-from .lint_launch import _LaunchMixin
-from .lint_names import _NamesMixin
-from .types import Status
+from ..types import Status
+from .core import _Finding, _JitInfo
+from .jit import _JitMixin
+from .kernel import _KernelMixin
+from .launch import _LaunchMixin
+from .names import _NamesMixin
 
 
 class _Checker(_NamesMixin, _JitMixin, _KernelMixin, _LaunchMixin):

@@ -14,8 +14,8 @@ import importlib.util
 import types
 from typing import Any
 
-from .lint_core import _dotted, _JitInfo, _stored_names
-from .types import Status
+from ..types import Status
+from .core import _dotted, _JitInfo, _stored_names
 
 # --------------------------------------------------------------------------------------------
 # The installed Triton, introspected once at import time.
@@ -126,7 +126,7 @@ def _unknown_hint(mod: types.ModuleType, attr: str) -> str:
 
 
 class _NamesMixin:
-    """Alias collection and name checks of :class:`lint_checker._Checker`."""
+    """Alias collection and name checks of :class:`checker._Checker`."""
 
     def resolve(self, node: ast.AST) -> Any:
         """The installed object an expression like tl.foo.bar names, or _MISSING."""

@@ -6,9 +6,10 @@ import os
 
 import torch
 
+from ..messages import Kind
+from ..types import Protocol, Status
 from . import guards, harness, timing
 from .harness import Reporter
-from .types import Protocol, Status
 
 
 def _device(job: dict) -> torch.device:
@@ -26,9 +27,9 @@ def _forward(model, inputs: list):
 def _fail(rep: Reporter, status: Status, exc: BaseException, source: str | None, phase: str) -> None:
     if harness.cache_race(exc):
         # Another process was writing the same kernel into the shared Triton cache: our fault.
-        rep.send({"kind": "infra", "message": f"Triton cache race during {phase}: {type(exc).__name__}: {exc}"[:600]})
+        rep.send({"kind": Kind.infra, "message": f"Triton cache race during {phase}: {type(exc).__name__}: {exc}"[:600]})
         return
-    rep.send({"kind": "error", "status": status.value, "phase": phase, "error": harness.error_info(exc, source)})
+    rep.send({"kind": Kind.error, "status": status.value, "phase": phase, "error": harness.error_info(exc, source)})
 
 
 def load_task_or_report(job: dict, rep: Reporter):
@@ -36,7 +37,7 @@ def load_task_or_report(job: dict, rep: Reporter):
     try:
         return harness.load_task(job["task_source"])
     except BaseException as exc:  # noqa: BLE001
-        rep.send({"kind": "infra", "message": f"task failed to load in worker: {exc}"})
+        rep.send({"kind": Kind.infra, "message": f"task failed to load in worker: {exc}"})
         return None
 
 
@@ -73,25 +74,25 @@ def run_reference(job: dict, rep: Reporter) -> None:
                 # Only an input that an output could equal matters (the equals_input flag); the
                 # others go as empty placeholders, which keeps positions and saves moving them.
                 kinds = {(tuple(o.shape), o.dtype) for o in outputs if isinstance(o, torch.Tensor)}
-                rep.send({"kind": "inputs"}, [x if (tuple(x.shape), x.dtype) in kinds else x.new_empty(0)
+                rep.send({"kind": Kind.inputs}, [x if (tuple(x.shape), x.dtype) in kinds else x.new_empty(0)
                                               for x in before if isinstance(x, torch.Tensor)])
-                rep.send({"kind": "repeat"}, [o for o in again if isinstance(o, torch.Tensor)])
+                rep.send({"kind": Kind.repeat}, [o for o in again if isinstance(o, torch.Tensor)])
             bad = [i for i, o in enumerate(outputs) if not isinstance(o, torch.Tensor)]
             if bad:
                 raise TypeError(f"reference output {bad[0]} is not a tensor")
-            rep.send({"kind": "trial", "trial": t}, outputs)
-        rep.send({"kind": "ops", "ops": sorted(guards.compute_ops(ops)), "flags": flags})
+            rep.send({"kind": Kind.trial, "trial": t}, outputs)
+        rep.send({"kind": Kind.ops, "ops": sorted(guards.compute_ops(ops)), "flags": flags})
         if job.get("check_run"):
             # The output for the inputs of the check run after timing, so timing of the
             # reference itself can come from the baseline cache.
             check = _check_inputs(task, protocol, device)
-            rep.send({"kind": "check"}, [o for o in harness.as_outputs(_forward(model, check))
+            rep.send({"kind": Kind.check}, [o for o in harness.as_outputs(_forward(model, check))
                                          if isinstance(o, torch.Tensor)])
-        rep.send({"kind": "device", **device_info(device)})
+        rep.send({"kind": Kind.device, **device_info(device)})
     except BaseException as exc:  # noqa: BLE001
         _fail(rep, harness.classify(exc, "run"), exc, None, "run")
         return
-    rep.send({"kind": "done"})
+    rep.send({"kind": Kind.done})
 
 
 def device_info(device: torch.device) -> dict:
@@ -134,7 +135,7 @@ def run_candidate(job: dict, rep: Reporter) -> None:
         return
     cls = getattr(module, "ModelNew", None)
     if cls is None:
-        rep.send({"kind": "error", "status": Status.import_error.value, "phase": "import",
+        rep.send({"kind": Kind.error, "status": Status.import_error.value, "phase": "import",
                   "error": {"error_class": "AttributeError", "message": "candidate defines no ModelNew"}})
         return
     try:
@@ -158,16 +159,16 @@ def run_candidate(job: dict, rep: Reporter) -> None:
         if not _check_clean(rep, flag_guard, "run"):
             return
         if harness.inputs_changed(before, inputs):
-            rep.send({"kind": "violation", "reason": "the candidate wrote into its input tensors"})
+            rep.send({"kind": Kind.violation, "reason": "the candidate wrote into its input tensors"})
             return
         violation = harness.output_violation(outputs, inputs)
         if violation:
-            rep.send({"kind": "violation", "reason": violation})
+            rep.send({"kind": Kind.violation, "reason": violation})
             return
-        rep.send({"kind": "trial", "trial": t, "launches": counter.count}, outputs)
-    rep.send({"kind": "ops", "ops": sorted(guards.compute_ops(ops)), "launches": counter.count,
+        rep.send({"kind": Kind.trial, "trial": t, "launches": counter.count}, outputs)
+    rep.send({"kind": Kind.ops, "ops": sorted(guards.compute_ops(ops)), "launches": counter.count,
               "flags_reset": flag_guard.restore()})
-    rep.send({"kind": "done"})
+    rep.send({"kind": Kind.done})
 
 
 def run_timing(job: dict, rep: Reporter) -> None:
@@ -194,11 +195,11 @@ def run_timing(job: dict, rep: Reporter) -> None:
             check = _check_inputs(task, protocol, device)
             with torch.no_grad():
                 out = model(*check)
-            rep.send({"kind": "checked"}, [o for o in harness.as_outputs(out) if isinstance(o, torch.Tensor)])
+            rep.send({"kind": Kind.checked}, [o for o in harness.as_outputs(out) if isinstance(o, torch.Tensor)])
     except BaseException as exc:  # noqa: BLE001
         _fail(rep, harness.classify(exc, "run"), exc, source, "timing")
         return
-    rep.send({"kind": "done"})
+    rep.send({"kind": Kind.done})
 
 
 def _compiled(model, job: dict):
@@ -267,7 +268,7 @@ def _time(job, rep, model, task, protocol: Protocol, device, flag_guard: guards.
         torch.cuda.synchronize(device)
     reset = flag_guard.restore() if flag_guard else []
     outputs = [o for o in harness.as_outputs(last) if isinstance(o, torch.Tensor)]
-    rep.send({"kind": "timing", "event_ms": measured.event_ms, "drain_ms": measured.drain_ms,
+    rep.send({"kind": Kind.timing, "event_ms": measured.event_ms, "drain_ms": measured.drain_ms,
               "flush_ms": measured.flush_ms,
               "method": "cuda_events" if device.type == "cuda" else "host_clock",
               "replaced": guards.replaced_functions(), "flags_reset": reset,
@@ -277,7 +278,7 @@ def _time(job, rep, model, task, protocol: Protocol, device, flag_guard: guards.
 def _check_clean(rep: Reporter, flag_guard: guards.FlagGuard, phase: str) -> bool:
     replaced = guards.replaced_functions()
     if replaced:
-        rep.send({"kind": "violation", "reason": f"candidate replaced harness functions during {phase}: "
+        rep.send({"kind": Kind.violation, "reason": f"candidate replaced harness functions during {phase}: "
                                                  + ", ".join(replaced)})
         return False
     flag_guard.restore()

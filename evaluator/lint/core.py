@@ -1,6 +1,6 @@
 """Shared building blocks of the static checks: findings, kernel facts and pure AST helpers.
 
-Nothing here looks at the installed libraries; every other ``lint_*`` module builds on it.
+Nothing here looks at the installed libraries; every other module of this package builds on it.
 """
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
-from .types import LintIssue, Status
+from ..types import LintIssue, Status
 
 ERROR_PREFIX = "error: "
 WARNING_PREFIX = "warning: "

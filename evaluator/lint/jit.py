@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import ast
 
-from .lint_core import _dotted, _is_literal, _JitInfo, _stored_names
-from .lint_names import _DECORATOR_OBJS, _JIT_OBJ, _MISSING, _canon, _tl
+from .core import _dotted, _is_literal, _JitInfo, _stored_names
+from .names import _DECORATOR_OBJS, _JIT_OBJ, _MISSING, _canon, _tl
 
 # tl calls whose result is always a tensor (used to tell tensors from compile-time values).
 _TENSOR_PRODUCERS = frozenset({"load", "arange", "program_id", "num_programs", "zeros", "zeros_like", "full",
@@ -18,7 +18,7 @@ _TENSOR_PRODUCERS = frozenset({"load", "arange", "program_id", "num_programs", "
 
 
 class _JitMixin:
-    """Kernel discovery of :class:`lint_checker._Checker`."""
+    """Kernel discovery of :class:`checker._Checker`."""
 
     # ---------------------------------------------------------------- jit discovery
     def decorator_kind(self, dec: ast.AST) -> str:

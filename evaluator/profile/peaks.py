@@ -14,7 +14,7 @@ from pathlib import Path
 
 from pydantic import Field
 
-from .types import Model
+from ..types import Model
 
 COPY_BYTES = 2 << 30  # device-to-device copy used to measure bandwidth (bytes per copy)
 PEAKS_FILE = "device_peaks.json"
@@ -38,7 +38,7 @@ def peaks_key(device_name: str, torch_version: str) -> str:
 
 def _time_cuda(fn, iters: int, repeats: int = 3) -> float:
     """Best mean ms per call of `fn` over `repeats` groups of `iters` calls, by CUDA events."""
-    from . import timing
+    from ..worker import timing
 
     best = math.inf
     for _ in range(repeats):
