@@ -33,4 +33,23 @@ case "${1:-tests}" in
   fleet)  # one GPU against two, in one run (needs two GPUs)
     timeout 540 python3 benchmarks/fleet_scaling.py --json-out "$out/fleet.json" \
       > "$out/fleet.md" 2> "$out/fleet.log"; cat "$out/fleet.md"; tail -30 "$out/fleet.log" ;;
+  judge)  # the sandbox and the judge on the GPU: hostile and exploit suites, then a few real tasks
+    timeout 240 python3 -m pytest -q -p no:cacheprovider -rfs --tb=short tests/test_sandbox_hostile.py \
+      tests/test_exploits.py tests/test_wire_compare.py 2>&1 | tee "$out/pytest_gpu.txt" | tail -30
+    timeout 300 python3 benchmarks/kernelbench_suite.py --problems .kb --levels 2 1 --limit 4 --jsonl "$out/kb.jsonl" \
+      --markdown "$out/kb.md" --deadline-s 200 2> "$out/kb.log"; cat "$out/kb.md"; tail -12 "$out/kb.log" ;;
+  suite)  # tasks of KernelBench (arguments: kernelbench_suite.py options); rows land in $out/kb.jsonl as they finish
+    shift
+    timeout 560 python3 benchmarks/kernelbench_suite.py --problems .kb --jsonl "$out/kb.jsonl" \
+      --markdown "$out/kb.md" "$@" 2> "$out/kb.log"; cat "$out/kb.md"; tail -25 "$out/kb.log" ;;
+  evaluator)  # the evaluator's GPU paths: timing protocol, worker pool, GPU lock, profiles
+    timeout 330 python3 -m pytest -q -p no:cacheprovider -n 2 --dist loadfile -rfs --tb=short tests/test_timing_protocol.py \
+      tests/test_worker_pool.py tests/test_gpu_lock.py tests/test_profile.py tests/test_evaluator.py 2>&1 \
+      | tee "$out/pytest_gpu.txt" | tail -40 ;;
+  hostile-suite)  # the hostile suite, then a KernelBench sample (arguments as for suite)
+    shift
+    timeout 150 python3 -m pytest -q -p no:cacheprovider -rfs --tb=short tests/test_sandbox_hostile.py 2>&1 \
+      | tee "$out/pytest_gpu.txt" | tail -15
+    timeout 400 python3 benchmarks/kernelbench_suite.py --problems .kb --jsonl "$out/kb.jsonl" \
+      --markdown "$out/kb.md" "$@" 2> "$out/kb.log"; cat "$out/kb.md"; tail -25 "$out/kb.log" ;;
 esac

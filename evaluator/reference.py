@@ -21,9 +21,17 @@ def _set_event() -> threading.Event:
 
 @dataclass
 class Reference:
-    """What the reference did, measured in a process that never saw candidate code."""
+    """What the reference did, measured in a process that never saw candidate code.
+
+    Its outputs live in the judge (`judge_key`); only their shapes and dtypes are kept here.
+    Without a judge (the cold mode, tests) the tensors themselves are kept in `outputs`,
+    `inputs`, `repeat` and `check_outputs`.
+    """
 
     outputs: list[list[torch.Tensor]] = field(default_factory=list)
+    output_metas: list[dict] = field(default_factory=list)  # {"shape", "dtype"} of each output
+    judge_key: str | None = None
+    judge_generation: int = 0
     inputs: list[torch.Tensor] = field(default_factory=list)
     repeat: list[torch.Tensor] = field(default_factory=list)
     ops: list[str] = field(default_factory=list)
@@ -51,8 +59,16 @@ class Reference:
             return ref
         for head, tensors in res.messages:
             kind = head.get("kind")
+            if kind in (Kind.trial, Kind.inputs, Kind.repeat, Kind.check) and tensors and isinstance(tensors[0], dict):
+                ref.error = ref.error or _store_failure(tensors[0])
+                if kind == Kind.trial and not ref.output_metas:
+                    ref.output_metas = [dict(m) for m in head.get("tensors", [])]
+                continue
             if kind == Kind.trial:
                 ref.outputs.append(tensors)
+                if not ref.output_metas:
+                    ref.output_metas = [{"shape": list(t.shape), "dtype": str(t.dtype).removeprefix("torch.")}
+                                        for t in tensors]
             elif kind == Kind.inputs:
                 ref.inputs = tensors
             elif kind == Kind.repeat:
@@ -67,3 +83,14 @@ class Reference:
             elif kind == Kind.error:
                 ref.error = ErrorInfo.model_validate(head["error"])
         return ref
+
+
+def _store_failure(answer: dict) -> ErrorInfo | None:
+    """Why the judge did not keep a reference output, or None if it did."""
+    if answer.get("stored"):
+        return None
+    if answer.get("too_large"):
+        return ErrorInfo(error_class="TaskTooLarge", message=str(answer.get("error", ""))[:400]
+                         + ": this task's outputs cannot be held for comparison on this machine")
+    return ErrorInfo(error_class="InfraError", message="the judge did not keep the reference outputs: "
+                     + str(answer.get("error", "no answer"))[:300])

@@ -19,20 +19,23 @@ import torch
 
 from . import lint
 from .baselines import BASELINES, BaselineKey, Baselines, BaselineStore
-from .compare import compare_outputs
 from .messages import Job, Kind
+from .judge.client import JudgeClient
 from .reference import Reference
+from .sandbox.frames import Discard
+from .sandbox import confine
 from .sandbox.gpu_lock import GpuLock, default_lock_dir, physical_gpu_id
 from .sandbox.pool import WorkerPool, WorkerResult
 from .stats import contended, summarize
 from .task import Task, source_hash
 from .types import ErrorInfo, EvalResult, Protocol, Status, TaskFlag, TaskValidation, TimingStats
-from .verdict import correctness_verdict, degenerate_flags, expect, timing_method, timing_numbers, timing_verdict
+from .verdict import (REFERENCE_LOST, correctness_verdict, degenerate_flags, expect, judged, timing_method,
+                      timing_numbers, timing_verdict)
 
 log = logging.getLogger("adaexplore.evaluator")
 
 NO_GPU_NOTE = "no CUDA device: correctness ran through Triton's interpreter on the CPU; timing skipped"
-REFERENCE_CACHE_SIZE = 16  # tasks whose reference outputs stay in memory
+REFERENCE_CACHE_SIZE = 256  # tasks whose reference facts stay here (their outputs are in the judge)
 
 
 def _physical_memory() -> int:
@@ -60,7 +63,9 @@ class Evaluator:
                  max_parallel: int | None = None, lock_dir: str | Path | None = None,
                  memory_limit_bytes: int | None = None, baselines: tuple[str, ...] | None = None,
                  visible_devices: str | None = None, cpu_timing: bool = False,
-                 quiet_timing: bool = True, trace: bool = False) -> None:
+                 quiet_timing: bool = True, trace: bool = False, hidden_paths: list[str | Path] | None = None,
+                 sandbox_tmp_bytes: int = 1 << 30, max_processes: int = 256,
+                 judge_budget_bytes: int = 0) -> None:
         self.device = device or default_device()
         self.is_gpu = self.device.startswith("cuda")
         # With `visible_devices` the workers see exactly one GPU (by physical id) as cuda:0.
@@ -77,6 +82,10 @@ class Evaluator:
         base = Path(work_dir) if work_dir else Path(tempfile.gettempdir()) / f"adaexplore-{os.getuid()}"
         self.work_dir = base
         (base / "scratch").mkdir(parents=True, exist_ok=True)
+        # What workers must not see: this evaluator's work directory and whatever the caller
+        # names (a server's data directory); confine.ALWAYS_HIDDEN covers $HOME and the like.
+        self.hidden_paths = [str(base), *(str(p) for p in hidden_paths or [])]
+        self.sandbox_tmp_bytes = sandbox_tmp_bytes
         # One GPU, one lock, whatever data directory each server on this machine uses.
         self.lock_dir = Path(lock_dir) if lock_dir else default_lock_dir()
         # A CPU-mode candidate could take the machine's memory; CUDA reserves too much address
@@ -85,10 +94,16 @@ class Evaluator:
             memory_limit_bytes = min(12 << 30, _physical_memory() // 2)
         self.memory_limit_bytes = memory_limit_bytes
         self.pool = WorkerPool(interpret=not self.is_gpu, work_dir=str(base / "scratch"),
-                               triton_cache_dir=str(base / "triton-cache"), visible_devices=self.visible_devices)
+                               triton_cache_dir=str(base / "triton-cache"), visible_devices=self.visible_devices,
+                               max_processes=max_processes)
         self.baseline_store = BaselineStore(base / "baselines")
         self.physical_id = physical_gpu_id(self.device, os.environ.get("CUDA_VISIBLE_DEVICES"),
                                            self.visible_devices)
+        self.gpu_minors = confine.gpu_minors(self.physical_id) if self.is_gpu else None
+        # Reference outputs live in the judge, on this evaluator's device, within its budget
+        # (0: a quarter of the GPU's memory, or on the CPU 4 GiB or an eighth of the memory if less).
+        self.judge = JudgeClient(self.job_device if self.visible_devices else self.device, judge_budget_bytes,
+                                 visible_devices=self.visible_devices, work_dir=str(base))
         self.max_parallel = max_parallel or default_parallel(self.is_gpu)
         self._slots = threading.BoundedSemaphore(self.max_parallel)
         # Reference outputs can be hundreds of MB a task: keep the most recently used few.
@@ -104,6 +119,14 @@ class Evaluator:
 
     def close(self) -> None:
         self.pool.close()
+        self.judge.close()
+
+    def sandbox_info(self) -> dict:
+        """How this evaluator's workers are confined: {"level", "detail", "process_limit"}."""
+        return self.pool.sandbox_info()
+
+    def sandbox_level(self) -> str:
+        return str(self.sandbox_info().get("level", confine.LEVEL_WEAK))
 
     def __enter__(self) -> "Evaluator":
         return self
@@ -116,13 +139,41 @@ class Evaluator:
         # Workers share the cores: each gets its share of intra-op threads, not all of them.
         threads = max(1, (os.cpu_count() or 1) // self.max_parallel)
         job = {"kind": kind, "task_source": task.source, "protocol": protocol.model_dump(mode="json"),
-               "device": self.job_device, "threads": threads, **extra}
+               "device": self.job_device, "threads": threads, "judge_key": self.judge_key(task, protocol), **extra}
         if self.memory_limit_bytes and not self.is_gpu:
             job["memory_limit_bytes"] = self.memory_limit_bytes
+        writable = [extra["inductor_cache_dir"]] if extra.get("inductor_cache_dir") else []
+        for path in writable:
+            os.makedirs(path, mode=0o700, exist_ok=True)
+        job["sandbox"] = confine.Plan(hidden=list(self.hidden_paths), writable=writable, gpu=self.is_gpu,
+                                      gpu_minors=self.gpu_minors, tmp_bytes=self.sandbox_tmp_bytes,
+                                      max_file_bytes=self.sandbox_tmp_bytes).to_job()
         return job
 
     # Lock order, everywhere: a worker slot first, then the GPU (shared or exclusive). The other
     # order deadlocks: threads holding the GPU would wait for slots held by threads waiting for it.
+    def _sink(self, job: dict):
+        """Where each frame's outputs go: the reference's into the judge's store, a candidate's
+        (and a compiled reference's) to the judge for comparison, a baseline's timing run nowhere."""
+        key, tolerance = job.get("judge_key"), job["protocol"].get("tolerance")
+        reference, candidate = job["kind"] == Job.reference, bool(job.get("candidate_source"))
+
+        def sink(head: dict, metas: list):
+            kind = head.get("kind")
+            if key is None:
+                return None
+            if reference and kind in (Kind.trial, Kind.inputs, Kind.repeat, Kind.check):
+                slot = f"trial:{int(head.get('trial', 0))}" if kind == Kind.trial else str(kind.value if isinstance(
+                    kind, Kind) else kind)
+                return self.judge.receiver(key, slot, "store", metas)
+            if candidate and kind == Kind.trial:
+                trial = int(head.get("trial", 0))
+                return self.judge.receiver(key, f"trial:{trial}", "compare", metas, tolerance, trial)
+            if kind == Kind.checked or (candidate and kind == Kind.timing):
+                return self.judge.receiver(key, "check", "compare", metas, tolerance, -1)
+            return Discard()
+        return sink
+
     def _run(self, job: dict, timeout_s: float, gpu: str | None = None) -> WorkerResult:
         """Run a job in a worker slot; with `gpu` "shared" or "exclusive", holding the GPU so."""
         t0 = time.monotonic()
@@ -130,7 +181,7 @@ class Evaluator:
             hold = self.gpu_shared() if gpu == "shared" else self.gpu_lock() if gpu == "exclusive" else nullcontext()
             with hold:
                 t1 = time.monotonic()
-                res = self.pool.run(job, timeout_s)
+                res = self.pool.run(job, timeout_s, sink=self._sink(job))
         self._trace(job, queued_s=t1 - t0, run_s=time.monotonic() - t1)
         return res
 
@@ -169,7 +220,7 @@ class Evaluator:
         with self._slots:
             with self.gpu_shared():
                 t1 = time.monotonic()
-                submitted = self.pool.submit(job, timeout_s, on_ready=wake.set)
+                submitted = self.pool.submit(job, timeout_s, on_ready=wake.set, sink=self._sink(job))
                 submitted.future.add_done_callback(lambda _f: wake.set())
                 early = self.pool.wait(submitted, until=wake)
             t2 = time.monotonic()
@@ -185,6 +236,9 @@ class Evaluator:
         return res
 
     # --- reference --------------------------------------------------------------------
+    def judge_key(self, task: Task, protocol: Protocol) -> str:
+        return f"{task.task_id}|{self.device}|{protocol.key()}"
+
     def reference(self, task: Task, protocol: Protocol | None = None, remeasure: bool = False) -> Reference:
         """Reference outputs (and timing on a GPU), computed once per task, device and protocol.
 
@@ -202,12 +256,14 @@ class Evaluator:
             lock = self._ref_locks.setdefault(key, threading.Lock())
         with lock:
             with self._ref_guard:
-                if key in self._ref_cache and not remeasure:
+                cached = self._ref_cache.get(key)
+                if cached is not None and not remeasure and cached.judge_generation == self.judge.generation:
                     self._ref_cache.move_to_end(key)
-                    return self._ref_cache[key]
+                    return cached
             t0 = time.monotonic()
             res = self._run_shared(self._job(Job.reference, task, protocol, check_run=self.timed), protocol.timeout_s)
             ref = Reference.from_report(res)
+            ref.judge_key, ref.judge_generation = self.judge_key(task, protocol), self.judge.generation
             ref.elapsed_s = time.monotonic() - t0
             if ref.error is not None and ref.error.error_class == "InfraError":
                 return ref  # ours, not the task's: not remembered
@@ -237,17 +293,27 @@ class Evaluator:
             ref.elapsed_s = time.monotonic() - t0
             ref.baselines_ready.set()
 
+    def forget_reference(self, task: Task, protocol: Protocol) -> None:
+        """Drop what is known of a task's reference here and in the judge."""
+        with self._ref_guard:
+            self._ref_cache.pop((task.task_id, self.device, protocol.key()), None)
+        self.judge.drop(self.judge_key(task, protocol))
+
     def validate_task(self, task: Task) -> TaskValidation:
         """Load and run the reference; flag nondeterminism and degenerate outputs; time it on a GPU."""
         protocol = task.protocol
         ref = self.reference(task, protocol)
         if ref.error is not None:
             return TaskValidation(ok=False, error=ref.error, device=self.device, elapsed_s=ref.elapsed_s)
-        flags = [TaskFlag.model_validate(f) for f in ref.flags] + degenerate_flags(ref, protocol)
-        first = ref.outputs[0] if ref.outputs else []
+        if ref.outputs:  # held here (no judge)
+            found = degenerate_flags(ref, protocol)
+        else:
+            found = [TaskFlag.model_validate(f) for f in self.judge.flags(
+                ref.judge_key or "", protocol.tolerance.model_dump(mode="json"))]
+        flags = [TaskFlag.model_validate(f) for f in ref.flags] + found
         return TaskValidation(
-            ok=True, flags=flags, output_shapes=[list(o.shape) for o in first],
-            output_dtypes=[str(o.dtype).removeprefix("torch.") for o in first],
+            ok=True, flags=flags, output_shapes=[list(m.get("shape", [])) for m in ref.output_metas],
+            output_dtypes=[str(m.get("dtype", "")) for m in ref.output_metas],
             reference_timing=ref.timing, compile_timing=ref.compile_timing, compile_note=ref.compile_note,
             device=self.device, elapsed_s=ref.elapsed_s)
 
@@ -300,7 +366,9 @@ class Evaluator:
         if err is not None:
             return None, f"torch.compile failed: {err.error_class}: {err.message[:300]}", err.error_class in (
                 "InfraError",)
-        verdict = compare_outputs(msg[1], ref.check_outputs, protocol.tolerance, trial=-1)
+        verdict = judged(msg[1], ref.check_outputs or None, protocol.tolerance, trial=-1)
+        if isinstance(verdict, ErrorInfo):
+            return None, f"torch.compile output could not be checked: {verdict.message}", True
         if verdict.status is not Status.correct:
             return None, f"torch.compile output differs from eager: {verdict.message}", False
         tres = self._run_timed(self._job(Job.timing, task, protocol, **extra), limit)
@@ -328,6 +396,8 @@ class Evaluator:
             return self._results[key]
         t0 = time.monotonic()
         result = self._evaluate_once(task, source, protocol)
+        if result.status is Status.infra_error and result.error and result.error.message == REFERENCE_LOST:
+            self.forget_reference(task, protocol)  # evicted from the judge: measured again below
         if result.status is Status.infra_error:
             log.warning("infra error evaluating a candidate for %s, retrying: %s", task.name,
                         result.error.message if result.error else "")

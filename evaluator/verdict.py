@@ -14,11 +14,11 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from .compare import compare_outputs, zeros_pass
+from .compare import Verdict, compare_outputs, zeros_pass
 from .messages import Kind
 from .sandbox.pool import WorkerResult
 from .stats import summarize
-from .types import ErrorInfo, EvalResult, Protocol, Status, TaskFlag
+from .types import ErrorInfo, EvalResult, Mismatch, Protocol, Status, TaskFlag
 
 if TYPE_CHECKING:
     from .reference import Reference
@@ -26,6 +26,21 @@ if TYPE_CHECKING:
 def timing_method(head: dict) -> str:
     method = head.get("method")
     return method if method in ("cuda_events", "host_clock") else "cuda_events"
+
+
+def end_reason(res: WorkerResult) -> str:
+    """Why a worker process ended early, in the words of what the trusted side knows."""
+    if res.killed_for:
+        return f"it was stopped because {res.killed_for}"
+    if res.process_limit_hit:
+        return "it reached its limit on processes"
+    if res.signal == signal.SIGKILL:
+        return ("it was killed by the operating system, most likely for lack of host memory "
+                "(its outputs, inputs or model did not fit)")
+    if res.signal is not None:
+        name = signal.Signals(res.signal).name if res.signal in signal.Signals._value2member_map_ else res.signal
+        return f"it died with signal {name}"
+    return f"it exited with code {res.exit_code} before reporting every result"
 
 
 def worker_failure(res: WorkerResult, subject: str) -> ErrorInfo | None:
@@ -40,8 +55,9 @@ def worker_failure(res: WorkerResult, subject: str) -> ErrorInfo | None:
     if err:
         return ErrorInfo.model_validate(err[0]["error"])
     if res.first(Kind.done) is None:
-        return ErrorInfo(error_class="WorkerDied", message=f"the {subject} process ended without finishing "
-                         f"(exit code {res.exit_code}, signal {res.signal}): {res.output_tail[-300:]}")
+        tail = res.output_tail.strip()[-300:]
+        return ErrorInfo(error_class="WorkerDied", message=f"the {subject} process ended without finishing: "
+                         + end_reason(res) + (f"; its last output: {tail}" if tail else ""))
     return None
 
 
@@ -107,8 +123,12 @@ def candidate_failure(res: WorkerResult) -> dict | None:
             error_class="OutputTooLarge", message="the candidate's results exceeded the size limit")}
     infra = res.first(Kind.infra)
     if infra:
-        return {"status": Status.infra_error, "error": ErrorInfo(error_class="InfraError",
-                                                                 message=infra[0].get("message", ""))}
+        # Anything said from inside a process that ran candidate code may be the candidate's
+        # own words: only the trusted side decides that a failure is ours.
+        return {"status": Status.runtime_error, "error": ErrorInfo(
+            error_class="ReportedInfraError",
+            message="the candidate's process reported an infrastructure failure, which the server does not "
+                    "take from a process that ran candidate code: " + str(infra[0].get("message", ""))[:400])}
     forged = forged_report(res)
     if forged:
         return {"status": Status.cheat_detected,
@@ -120,12 +140,14 @@ def candidate_failure(res: WorkerResult) -> dict | None:
     if err:
         return {"status": Status(err[0]["status"]), "error": ErrorInfo.model_validate(err[0]["error"])}
     if res.signal is not None:
-        name = signal.Signals(res.signal).name if res.signal in signal.Signals._value2member_map_ else res.signal
         tail = res.output_tail
-        status = Status.cuda_error if "CUDA" in tail else (
-            Status.oom if res.signal == signal.SIGKILL else Status.runtime_error)
+        if res.killed_for or res.process_limit_hit:
+            status = Status.runtime_error
+        else:
+            status = Status.cuda_error if "CUDA" in tail else (
+                Status.oom if res.signal == signal.SIGKILL else Status.runtime_error)
         return {"status": status, "error": ErrorInfo(
-            error_class="WorkerCrashed", message=f"the candidate's process died with signal {name}")}
+            error_class="WorkerCrashed", message=f"the candidate's process ended early: {end_reason(res)}")}
     return None
 
 
@@ -201,6 +223,28 @@ def escaped_work(drain_ms: list[float] | None, event_median_ms: float) -> str | 
 
 # --- the verdicts on a candidate ---------------------------------------------------------------
 
+REFERENCE_LOST = "the judge no longer holds this task's reference outputs"
+
+
+def judged(payload: list, expected: list | None, tol, trial: int) -> Verdict | ErrorInfo:
+    """The verdict on one frame's outputs: the judge's answer where they were streamed to it
+    (a one-item list holding that answer), else a comparison here against `expected` tensors.
+    An ErrorInfo means the verdict could not be had, which is ours (InfraError)."""
+    if payload and isinstance(payload[0], dict):
+        answer = payload[0]
+        if isinstance(answer.get("verdict"), dict):
+            v = answer["verdict"]
+            mismatch = Mismatch.model_validate(v["mismatch"]) if v.get("mismatch") else None
+            return Verdict(Status(v["status"]), str(v.get("message", "")), mismatch)
+        if answer.get("missing"):
+            return ErrorInfo(error_class="InfraError", message=REFERENCE_LOST)
+        return ErrorInfo(error_class="InfraError", message="the judge could not compare: "
+                         + str(answer.get("error", "no answer"))[:300])
+    if expected is None:
+        return ErrorInfo(error_class="InfraError", message="reference outputs are missing")
+    return compare_outputs(payload, expected, tol, trial=trial)
+
+
 def correctness_verdict(res: WorkerResult, ref: Reference, protocol: Protocol, issues) -> EvalResult:
     """The candidate's correctness run, checked: how it ended, its trials, its launches, its ops."""
     base = {"lint": issues, "trials": protocol.correctness_trials,
@@ -219,8 +263,11 @@ def correctness_verdict(res: WorkerResult, ref: Reference, protocol: Protocol, i
     flags_reset = list(ops[0].get("flags_reset", []))
     base.update(triton_launches=launches, flags_reset=flags_reset)
     passed = 0
-    for (head, outputs), expected in zip(trials, ref.outputs):
-        verdict = compare_outputs(outputs, expected, protocol.tolerance, trial=int(head.get("trial", 0)))
+    for t, (head, outputs) in enumerate(trials):
+        expected = ref.outputs[t] if t < len(ref.outputs) else None
+        verdict = judged(outputs, expected, protocol.tolerance, trial=int(head.get("trial", 0)))
+        if isinstance(verdict, ErrorInfo):
+            return EvalResult(**base, status=Status.infra_error, trials_passed=passed, error=verdict)
         if verdict.status is not Status.correct:
             return EvalResult(**base, status=verdict.status, trials_passed=passed, mismatch=verdict.mismatch,
                               error=ErrorInfo(error_class=verdict.status.value, message=verdict.message))
@@ -254,11 +301,9 @@ def timing_verdict(res: WorkerResult, ref: Reference, protocol: Protocol, result
         names = ", ".join(map(str, replaced)) if isinstance(replaced, list) else "(unreadable list)"
         return result.model_copy(update={"status": Status.cheat_detected,
                                          "cheat_reason": f"candidate replaced harness functions: {names}"})
-    expected = ref.check_outputs
-    if not expected:
-        return result.model_copy(update={"status": Status.infra_error, "error": ErrorInfo(
-            error_class="InfraError", message="reference outputs for the timing inputs are missing")})
-    verdict = compare_outputs(outputs, expected, protocol.tolerance, trial=-1)
+    verdict = judged(outputs, ref.check_outputs or None, protocol.tolerance, trial=-1)
+    if isinstance(verdict, ErrorInfo):
+        return result.model_copy(update={"status": Status.infra_error, "error": verdict})
     if verdict.status is not Status.correct:
         return result.model_copy(update={
             "status": verdict.status, "mismatch": verdict.mismatch,

@@ -50,7 +50,10 @@ def build_server(config: ServerConfig, *, evaluator: Any = None, http: HttpSetti
         ver = version("adaexplore")
     except PackageNotFoundError:
         ver = "0"
-    mcp = MCPServer("adaexplore", title="adaexplore", version=ver, instructions=INSTRUCTIONS,
+    instructions = INSTRUCTIONS
+    if config.sandbox is not None:
+        instructions += f" Kernel and task code run sandboxed at level '{config.sandbox[0]}': {config.sandbox[1]}."
+    mcp = MCPServer("adaexplore", title="adaexplore", version=ver, instructions=instructions,
                     log_level="WARNING", **kwargs)
     register_tools(mcp, svc)
     register_resources(mcp, svc)

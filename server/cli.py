@@ -9,6 +9,7 @@ import os
 import sys
 from pathlib import Path
 
+from ..evaluator.sandbox import confine
 from .config import ServerConfig
 from .store import default_data_dir
 
@@ -37,6 +38,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     quiet_stdout_logging(logging.DEBUG if args.verbose else logging.WARNING)
     cfg = _config(args)
+    cfg.sandbox = confine.probe()
+    if cfg.sandbox[0] != confine.LEVEL_FULL:
+        print(f"adaexplore: warning: weaker sandbox: {cfg.sandbox[1]}", file=sys.stderr, flush=True)
     if not args.http:
         mcp, svc = build_server(cfg)
         try:
@@ -51,6 +55,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if args.host not in ("127.0.0.1", "localhost", "::1") and not args.allow_remote:
         print(f"refusing to listen on {args.host}: the server is loopback-only unless --allow-remote is given",
               file=sys.stderr)
+        return 2
+    if args.allow_remote and cfg.sandbox[0] != confine.LEVEL_FULL and not args.accept_weak_sandbox:
+        print(f"refusing --allow-remote: {cfg.sandbox[1]}. Remote callers' kernels would run with that weaker "
+              "sandbox; pass --accept-weak-sandbox to accept it", file=sys.stderr)
         return 2
     mcp, svc = build_server(cfg, http=http)
     if not svc.store.list_tokens():
@@ -196,6 +204,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--host", default="127.0.0.1")
     s.add_argument("--port", type=int, default=8765)
     s.add_argument("--allow-remote", action="store_true", help="allow a non-loopback --host")
+    s.add_argument("--accept-weak-sandbox", action="store_true",
+                   help="with --allow-remote, serve even where kernel code cannot be put in namespaces")
     s.add_argument("--allow-host", action="append", help="extra allowed Host header (e.g. example.org:*)")
     s.add_argument("--allow-origin", action="append", help="extra allowed Origin (e.g. https://example.org)")
     s.add_argument("--max-body", type=int, default=1024 * 1024, help="HTTP request body limit in bytes")

@@ -21,6 +21,8 @@ class ServerConfig:
     seed: int | None = None
     memory_threshold: int = 3
     """Distinct tasks a skill-memory rule needs before it is served."""
+    sandbox: tuple[str, str] | None = None
+    """The sandbox level kernel code runs at and what it means (found at `serve`)."""
 
     @property
     def db_path(self) -> Path:

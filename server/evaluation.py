@@ -28,7 +28,8 @@ class EvaluatorHolder:
                     self.config.work_dir.mkdir(parents=True, exist_ok=True)
                     devices = [self.config.device] if self.config.device else None
                     self._evaluator = EvaluatorFleet(devices=devices, work_dir=self.config.work_dir,
-                                                     max_parallel=self.config.max_parallel)
+                                                     max_parallel=self.config.max_parallel,
+                                                     hidden_paths=[self.config.data_dir])
         return self._evaluator
 
     @property

@@ -58,3 +58,14 @@ def test_demo_drives_a_search_over_stdio():
     assert out.returncode == 0, out.stdout + out.stderr
     assert "connected over stdio" in out.stdout and "best candidates:" in out.stdout
     assert "recorded rule" in out.stdout and "correct" in out.stdout
+
+
+def test_a_remote_server_is_refused_where_the_sandbox_is_weaker_unless_accepted(tmp_path, monkeypatch, capsys):
+    from adaexplore.evaluator.sandbox import confine
+    from adaexplore.server import cli as cli_module
+
+    monkeypatch.setattr(confine, "probe", lambda: (confine.LEVEL_WEAK, "namespaces cannot be created here"))
+    code = cli_module.main(["serve", "--http", "--host", "0.0.0.0", "--allow-remote", "--data-dir", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "weaker sandbox" in err and "--accept-weak-sandbox" in err

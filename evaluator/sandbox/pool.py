@@ -2,8 +2,9 @@
 
 Each job's results come straight from its process through a pipe this side created (its
 write end travels to the warm parent with the request), read by a thread of its own; the
-warm parent only reports how the process ended. Large outputs therefore cross one pipe,
-once, in parallel with other jobs, and decode without another copy.
+warm parent only reports how the process ended. Frames are parsed as they arrive
+(`frames.py`): a job submitted with a sink hands its output bytes on in pieces (to the judge),
+so outputs are never held here; other frames are kept, within a size limit.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from typing import Callable
 
 from ..messages import Op, Reply
 from . import wire
+from .frames import FrameReader, Sink
 
 log = logging.getLogger("adaexplore.evaluator")
 
@@ -52,6 +54,8 @@ class WorkerResult:
     truncated: bool = False  # the stream ends inside a frame
     overflow: bool = False
     infra: str | None = None  # set when our side failed (warm parent died, ...)
+    killed_for: str | None = None  # why the trusted side killed it (time limit, result size), if it did
+    process_limit_hit: bool = False  # a fork was refused at the job's process limit
 
     def first(self, kind: str) -> tuple[dict, list] | None:
         for head, tensors in self.messages:
@@ -103,11 +107,11 @@ class _Running:
     """This side's state of one job in flight."""
 
     def __init__(self, job_id: str, nonce: str, future: Future, read_fd: int,
-                 on_ready: Callable[[], None] | None) -> None:
+                 on_ready: Callable[[], None] | None, sink: Sink | None = None) -> None:
         self.job_id, self.nonce, self.future, self.read_fd = job_id, nonce, future, read_fd
-        self.on_ready = on_ready
-        self.buf = bytearray()
+        self.on_ready, self.sink = on_ready, sink
         self.overflow = False
+        self.infra: str | None = None
         self.end: dict | None = None  # the warm parent's report of how the process ended
         self.ended_at: float | None = None
         self.ended = threading.Event()
@@ -117,7 +121,8 @@ class WorkerPool:
     """One warm parent process; any number of concurrent jobs, each in its own forked child."""
 
     def __init__(self, *, interpret: bool, work_dir: str, triton_cache_dir: str | None = None,
-                 visible_devices: str | None = None, max_result_bytes: int = MAX_RESULT_BYTES) -> None:
+                 visible_devices: str | None = None, max_result_bytes: int = MAX_RESULT_BYTES,
+                 max_processes: int = 256) -> None:
         self.interpret = interpret
         self.work_dir = work_dir
         self.triton_cache_dir = triton_cache_dir
@@ -131,6 +136,9 @@ class WorkerPool:
         self._ready = threading.Event()
         self._closed = False
         self._acks: dict[str, threading.Event] = {}  # pause requests waiting for the parent's word
+        self.max_processes = max_processes
+        self.sandbox: dict = {}  # the level the warm parent found it can give its workers (see confine.probe)
+        self._parent_pid: int | None = None
 
     # --- lifecycle ------------------------------------------------------------------
     def _start(self) -> None:
@@ -143,7 +151,8 @@ class WorkerPool:
             env["TRITON_CACHE_DIR"] = self.triton_cache_dir
         if self.visible_devices is not None:
             env["CUDA_VISIBLE_DEVICES"] = self.visible_devices
-        os.makedirs(self.work_dir, exist_ok=True)
+        env["ADAEXPLORE_MAX_PROCESSES"] = str(self.max_processes)
+        os.makedirs(self.work_dir, mode=0o700, exist_ok=True)
         self._ready.clear()
         ours, theirs = socket.socketpair()
         try:
@@ -169,6 +178,15 @@ class WorkerPool:
         if not self._ready.wait(timeout):
             raise RuntimeError("the evaluator's warm parent did not start in time")
 
+    def sandbox_info(self) -> dict:
+        """The sandbox level of this pool's workers: {"level", "detail", "process_limit"}."""
+        self.ensure_started()
+        return dict(self.sandbox)
+
+    def warm_parent_pid(self) -> int | None:
+        proc = self._proc
+        return self._parent_pid if proc is not None and proc.poll() is None else None
+
     def close(self) -> None:
         with self._lock:
             self._closed = True
@@ -183,11 +201,13 @@ class WorkerPool:
         self._fail_all("evaluator shut down")
 
     # --- jobs -----------------------------------------------------------------------
-    def submit(self, job: dict, timeout_s: float, on_ready: Callable[[], None] | None = None) -> Submitted:
+    def submit(self, job: dict, timeout_s: float, on_ready: Callable[[], None] | None = None,
+               sink: Sink | None = None) -> Submitted:
         """Run `job` in a fresh child; the future resolves to a WorkerResult (never raises).
 
         With `on_ready` the job is gated: the child prepares, then waits until `open_gate`;
         `on_ready` is called (on a pool thread) once it waits. Its deadline restarts at the gate.
+        With `sink`, the tensors of each frame it accepts stream to a receiver (see `frames`).
         """
         fut: Future = Future()
         job_id = f"j{next(self._ids)}"
@@ -205,7 +225,7 @@ class WorkerPool:
             fcntl.fcntl(r, _F_SETPIPE_SZ, 1 << 20)  # fewer, larger reads for big outputs
         except OSError:
             pass
-        running = _Running(job_id, nonce, fut, r, on_ready)
+        running = _Running(job_id, nonce, fut, r, on_ready, sink)
         with self._lock:
             self._jobs[job_id] = running
             try:
@@ -241,8 +261,8 @@ class WorkerPool:
         """Let the jobs stopped by `pause` run on."""
         self._send({"op": Op.resume})
 
-    def run(self, job: dict, timeout_s: float) -> WorkerResult:
-        return self.wait(self.submit(job, timeout_s))
+    def run(self, job: dict, timeout_s: float, sink: Sink | None = None) -> WorkerResult:
+        return self.wait(self.submit(job, timeout_s, sink=sink))
 
     def wait(self, submitted: Submitted, until: threading.Event | None = None) -> WorkerResult | None:
         """The job's result, or None as soon as `until` is set first. The warm parent enforces
@@ -268,7 +288,9 @@ class WorkerPool:
                 log.warning("cannot reach the warm parent: %s", exc)
 
     def _collect(self, job: _Running) -> None:
-        """Read one job's pipe to its end, then wait for how its process ended, then decode."""
+        """Read one job's pipe to its end (frames parsed as they come, tensor bytes handed to the
+        job's sink), then wait for how its process ended."""
+        reader = FrameReader(job.nonce, job.sink, self.max_result_bytes)
         poller = select.poll()
         poller.register(job.read_fd, select.POLLIN)
         try:
@@ -280,40 +302,48 @@ class WorkerPool:
                         break
                     if not data:
                         break
-                    if job.overflow:
-                        continue
-                    if len(job.buf) + len(data) > self.max_result_bytes:
+                    if reader.stopped:
+                        continue  # drained and ignored: the job is being killed
+                    try:
+                        reader.feed(data)
+                    except Exception as exc:  # noqa: BLE001 - a sink of ours failed
+                        job.infra = f"cannot pass the job's outputs on: {exc}"[:400]
+                        reader.error = job.infra
+                    if reader.overflow and not job.overflow:
                         job.overflow = True
-                        job.buf = bytearray()
-                        self._send({"op": Op.kill, "job_id": job.job_id})
-                    else:
-                        job.buf += data
+                        self._send({"op": Op.kill, "job_id": job.job_id, "reason":
+                                    f"its results exceeded the {_size(self.max_result_bytes)} that may travel to "
+                                    "the evaluator"})
                 elif job.ended_at is not None and time.monotonic() - job.ended_at > PIPE_GRACE_S:
                     break  # the process is gone; whatever still holds the pipe is ignored
         finally:
             os.close(job.read_fd)
+        messages, err, truncated = reader.finish()
         job.ended.wait()
         end = job.end or {}
-        if end.get("infra"):
-            result = _infra(str(end["infra"]))
+        if end.get("infra") or job.infra:
+            result = _infra(str(end.get("infra") or job.infra))
+        elif end.get("confined") is False and not end.get("killed_for"):
+            # It ended before its sandbox was up, so before any task or candidate code ran.
+            tail = str(end.get("output_tail", "")).strip().splitlines()
+            result = _infra("the worker's sandbox could not be set up: " + (tail[-1] if tail else "no message"))
         else:
-            messages, err, truncated = decode_messages(memoryview(job.buf), job.nonce)
             result = WorkerResult(
                 exit_code=end.get("exit_code"), signal=end.get("signal"), timed_out=bool(end.get("timed_out")),
                 elapsed_s=float(end.get("elapsed_s", 0.0)), output_tail=str(end.get("output_tail", "")),
-                messages=messages, decode_error=err, truncated=truncated, overflow=job.overflow)
+                messages=[] if job.overflow else messages, decode_error=None if job.overflow else err,
+                truncated=truncated,
+                overflow=job.overflow, killed_for=end.get("killed_for") or None,
+                process_limit_hit=bool(end.get("process_limit_hit")))
         if not job.future.done():
             job.future.set_result(result)
 
     def _read_loop(self, proc: subprocess.Popen, sock: socket.socket) -> None:
-        stream = sock.makefile("rb")
         try:
-            while True:
-                body = wire.read_frame(stream)
-                if body is None:
-                    break
-                head, _ = wire.unpack(body)
+            for head, _ in wire.read_messages(sock.makefile("rb")):
                 if head.get(Reply.ready):
+                    self.sandbox = head.get("sandbox") if isinstance(head.get("sandbox"), dict) else {}
+                    self._parent_pid = head.get("pid")
                     self._ready.set()
                     continue
                 if Reply.paused in head:
@@ -349,6 +379,10 @@ class WorkerPool:
             jobs, self._jobs = self._jobs, {}
         for job in jobs.values():
             self._end(job, {"infra": reason})
+
+
+def _size(n: int) -> str:
+    return f"{n / (1 << 30):.1f} GiB" if n >= 1 << 30 else f"{n / (1 << 20):.1f} MiB"
 
 
 def _infra(reason: str) -> WorkerResult:

@@ -23,6 +23,10 @@ DTYPES = (
 )
 
 
+ITEMSIZE = {"float32": 4, "float64": 8, "float16": 2, "bfloat16": 2, "int8": 1, "int16": 2, "int32": 4, "int64": 8,
+            "uint8": 1, "bool": 1, "complex64": 8}
+
+
 class WireError(ValueError):
     """A message did not decode: the sender is broken or hostile."""
 
@@ -134,6 +138,12 @@ def read_frame(stream) -> bytes | None:
     return body
 
 
+def read_messages(stream):
+    """Yield (header, blobs) for each frame of a binary stream until it ends cleanly."""
+    while (body := read_frame(stream)) is not None:
+        yield unpack(body)
+
+
 # --- tensors -------------------------------------------------------------------------
 
 def encode_tensor(t) -> tuple[dict, bytes]:
@@ -148,6 +158,22 @@ def encode_tensor(t) -> tuple[dict, bytes]:
     # A view of the tensor's own memory (the array keeps it alive): large outputs are not copied.
     raw = memoryview(c.reshape(-1).view(torch.uint8).numpy()) if c.numel() else b""
     return {"dtype": dtype, "shape": list(c.shape)}, raw
+
+
+def check_meta(meta, nbytes: int) -> None:
+    """Raise WireError unless `meta` describes a tensor of exactly `nbytes` bytes."""
+    if not isinstance(meta, dict):
+        raise WireError("bad tensor description")
+    dtype_name, shape = meta.get("dtype"), meta.get("shape")
+    if dtype_name not in DTYPES:
+        raise WireError(f"dtype not allowed: {dtype_name!r}")
+    if not isinstance(shape, list) or not all(isinstance(d, int) and d >= 0 for d in shape) or len(shape) > 16:
+        raise WireError("bad shape")
+    numel = 1
+    for d in shape:
+        numel *= d
+    if numel * ITEMSIZE[dtype_name] != nbytes:
+        raise WireError("tensor byte count does not match its shape")
 
 
 def decode_tensor(meta: dict, raw: memoryview):

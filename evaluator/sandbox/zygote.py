@@ -9,9 +9,10 @@ each child's exit status and captured output, enforces deadlines, relays the tim
 pauses the other children while one measures (their deadlines stand still meanwhile).
 
 It never initializes CUDA, so each forked child can. It is single-threaded on purpose:
-forking a threaded process is unsafe. Each child gets its own process group, scratch
-directory, scrubbed environment and redirected stdout/stderr; a hard deadline kills the
-whole group.
+forking a threaded process is unsafe. Each child gets its own process group, a process-count
+cgroup, a scrubbed environment and redirected stdout/stderr, and then enters the sandbox
+(`confine.py`: namespaces, a read-only view, no capabilities, seccomp, limits) before any task
+or candidate code runs; a hard deadline kills the whole group.
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ from __future__ import annotations
 import collections
 import math
 import os
-import resource
 import selectors
 import shutil
 import signal
@@ -29,6 +29,7 @@ import tempfile
 import time
 
 from ..messages import Job, Op, Reply
+from . import confine
 from .procs import adopt_orphans, children_of, die_with_parent, state
 
 KEEP_ENV = ("PATH", "TRITON_INTERPRET", "TRITON_CACHE_DIR", "CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH",
@@ -42,8 +43,10 @@ SWEEP_EVERY_S = 1.0  # how often orphans that candidates left behind are looked 
 
 class Child:
     def __init__(self, job_id: str, pid: int, timeout_s: float, scratch: str, gate: socket.socket | None,
-                 pidfd: int | None) -> None:
+                 pidfd: int | None, cgroup: str | None = None, setup_fd: int | None = None) -> None:
         self.job_id, self.pid, self.timeout_s, self.scratch = job_id, pid, timeout_s, scratch
+        self.cgroup, self.setup_fd = cgroup, setup_fd
+        self.killed_for: str | None = None  # why this side killed it, if it did
         self.gate, self.pidfd = gate, pidfd
         self.started = time.monotonic()
         self.deadline = self.started + timeout_s
@@ -54,8 +57,10 @@ class Child:
 
 
 class Zygote:
-    def __init__(self, ctrl: socket.socket) -> None:
+    def __init__(self, ctrl: socket.socket, level: str, limits: confine.ProcessLimit) -> None:
         self.ctrl = ctrl
+        self.level, self.limits = level, limits
+        self.stale_cgroups: list[str] = []
         self.sel = selectors.DefaultSelector()
         self.sel.register(ctrl, selectors.EVENT_READ, None)
         self.children: dict[str, Child] = {}
@@ -98,6 +103,7 @@ class Zygote:
             elif op == Op.kill:
                 child = self.children.get(head.get("job_id"))
                 if child is not None:
+                    child.killed_for = str(head.get("reason") or "the evaluator stopped it")[:300]
                     self._kill(child)
             elif op == Op.exit:
                 self.running = False
@@ -115,10 +121,17 @@ class Zygote:
         if job.get("gated"):
             gate, gate_child = socket.socketpair()
             job["gate_fd"] = gate_child.fileno()
+        cgroup = self.limits.create(job_id)
+        # The child writes one byte here once it is confined, before any task or candidate code:
+        # a child that ends without it failed to set up, which is ours, not the kernel's.
+        setup_r, setup_w = os.pipe()
         try:
             pid = os.fork()
         except OSError as exc:
             os.close(result_fd)
+            os.close(setup_r)
+            os.close(setup_w)
+            self.limits.remove(cgroup)
             for sock in (gate, gate_child):
                 if sock is not None:
                     sock.close()
@@ -128,14 +141,17 @@ class Zygote:
         if pid == 0:  # child
             if gate is not None:
                 gate.close()
-            self._become_worker(job, result_fd, scratch, keep=gate_child)
+            os.close(setup_r)
+            self._become_worker(job, result_fd, scratch, keep=gate_child, cgroup=cgroup, setup=setup_w)
         os.close(result_fd)
+        os.close(setup_w)
+        os.set_blocking(setup_r, False)
         pidfd = None
         try:  # readable the moment the child exits; otherwise the loop polls
             pidfd = os.pidfd_open(pid)
         except (AttributeError, OSError):
             pass
-        child = Child(job_id, pid, timeout_s, scratch, gate, pidfd)
+        child = Child(job_id, pid, timeout_s, scratch, gate, pidfd, cgroup=cgroup, setup_fd=setup_r)
         self.children[job_id] = child
         if gate is not None:
             gate_child.close()
@@ -144,7 +160,8 @@ class Zygote:
         if pidfd is not None:
             self.sel.register(pidfd, selectors.EVENT_READ, ("exit", child))
 
-    def _become_worker(self, job: dict, w: int, scratch: str, keep: socket.socket | None) -> None:
+    def _become_worker(self, job: dict, w: int, scratch: str, keep: socket.socket | None, cgroup: str | None,
+                       setup: int) -> None:
         code = 70
         try:
             os.setsid()
@@ -154,26 +171,33 @@ class Zygote:
             self.sel.close()
             others = [self.ctrl.fileno(), *self.fds]
             for child in self.children.values():
-                others += [c for c in (child.gate.fileno() if child.gate else None, child.pidfd) if c is not None]
+                others += [c for c in (child.gate.fileno() if child.gate else None, child.pidfd, child.setup_fd)
+                           if c is not None]
             for fd in others:
                 try:
                     os.close(fd)
                 except OSError:
                     pass
+            confine.ProcessLimit.join(cgroup)
             os.chdir(scratch)
             devnull = os.open(os.devnull, os.O_RDONLY)
             os.dup2(devnull, 0)
             out = os.open(os.path.join(scratch, OUTPUT_FILE), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
             os.dup2(out, 1)
             os.dup2(out, 2)
+            plan = confine.Plan.from_job(job.get("sandbox") or {"level": self.level})
+            if plan.level == confine.LEVEL_FULL and self.level != confine.LEVEL_FULL:
+                plan.level = self.level
+            workdir = confine.enter(plan, int(job.get("memory_limit_bytes") or 0) or None)
+            os.write(setup, b"s")
+            os.close(setup)
+            job["scratch"] = workdir  # the job's files live inside its own view
             env = {k: os.environ[k] for k in KEEP_ENV if k in os.environ}
-            env.update(HOME=scratch, TMPDIR=scratch)
+            env.update(HOME=workdir, TMPDIR=workdir)
+            if plan.level == confine.LEVEL_FULL:  # a cache of its own: nothing another job reads
+                env["TRITON_CACHE_DIR"] = os.path.join(workdir, ".triton")
             os.environ.clear()
             os.environ.update(env)
-            resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-            if job.get("memory_limit_bytes"):
-                lim = int(job["memory_limit_bytes"])
-                resource.setrlimit(resource.RLIMIT_AS, (lim, lim))
             if job.get("threads"):
                 import torch
 
@@ -296,6 +320,16 @@ class Zygote:
             os.close(child.pidfd)
         self._kill(child)  # whatever the candidate left running in its group goes too
         status = child.status or 0
+        confined = False
+        if child.setup_fd is not None:
+            try:
+                confined = os.read(child.setup_fd, 1) == b"s"
+            except OSError:
+                confined = False
+            os.close(child.setup_fd)
+        process_limit_hit = confine.ProcessLimit.hit(child.cgroup)
+        if child.cgroup:
+            self.stale_cgroups.append(child.cgroup)
         tail = ""
         try:
             with open(os.path.join(child.scratch, OUTPUT_FILE), "rb") as fh:
@@ -309,6 +343,9 @@ class Zygote:
         self._reply({
             "job_id": child.job_id,
             Reply.finished.value: True,
+            "confined": confined,
+            "killed_for": child.killed_for or ("its time limit" if child.timed_out else None),
+            "process_limit_hit": process_limit_hit,
             "exit_code": os.WEXITSTATUS(status) if os.WIFEXITED(status) else None,
             "signal": os.WTERMSIG(status) if os.WIFSIGNALED(status) else None,
             "timed_out": child.timed_out,
@@ -327,7 +364,13 @@ class Zygote:
                 self.next_sweep = 0.0  # its orphans, if any, are ours now
         if now >= self.next_sweep:
             self._sweep_orphans()
+            self.stale_cgroups = [c for c in self.stale_cgroups if not self._removed(c)]
             self.next_sweep = now + SWEEP_EVERY_S
+
+    @staticmethod
+    def _removed(cgroup: str) -> bool:
+        confine.ProcessLimit.remove(cgroup)
+        return not os.path.exists(cgroup)
 
     def _sweep_orphans(self) -> None:
         """Kill and reap every process that was left to us by a process that died: a candidate
@@ -361,6 +404,10 @@ class Zygote:
         for child in list(self.children.values()):
             self._kill(child)
             shutil.rmtree(child.scratch, ignore_errors=True)
+        time.sleep(0.05)  # killed processes leave their cgroups
+        for cgroup in self.stale_cgroups + [c.cgroup for c in self.children.values() if c.cgroup]:
+            confine.ProcessLimit.remove(cgroup)
+        self.limits.close()
 
 
 def main() -> None:
@@ -387,8 +434,11 @@ def main() -> None:
 
     from . import wire
 
-    ctrl.sendall(wire.pack({Reply.ready.value: True, "pid": os.getpid()}))
-    Zygote(ctrl).serve()
+    level, detail = confine.probe()
+    limits = confine.ProcessLimit(int(os.environ.get("ADAEXPLORE_MAX_PROCESSES", "256")))
+    ctrl.sendall(wire.pack({Reply.ready.value: True, "pid": os.getpid(),
+                            "sandbox": {"level": level, "detail": detail, "process_limit": limits.available}}))
+    Zygote(ctrl, level, limits).serve()
 
 
 if __name__ == "__main__":

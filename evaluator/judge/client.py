@@ -1,0 +1,172 @@
+"""The evaluator's side of the judge: starts the process, relays output bytes, waits for verdicts.
+
+Runs in the server process. `Receiver` objects are what the worker pool streams a frame's
+tensor bytes into (see `sandbox.pool`); they forward bounded chunks, so no output is ever
+held here whole. Requests are answered by id; a judge that dies fails every waiting request
+as ours (`JudgeError`), and the next use starts a new one (its references are gone, which the
+`generation` counter tells callers).
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import os
+import socket
+import subprocess
+import sys
+import threading
+
+from ..sandbox import wire
+
+log = logging.getLogger("adaexplore.evaluator")
+
+CHUNK_BYTES = 8 << 20
+REPLY_TIMEOUT_S = 600.0
+
+
+class JudgeError(RuntimeError):
+    """The judge process failed or vanished (our fault, never the candidate's)."""
+
+
+class Receiver:
+    """One frame's tensors on their way to the judge."""
+
+    def __init__(self, client: "JudgeClient", req: str, end_extra: dict) -> None:
+        self.client, self.req, self.end_extra = client, req, end_extra
+        self.closed = False
+
+    def write(self, index: int, offset: int, data) -> None:
+        view = memoryview(data).cast("B")
+        for start in range(0, len(view), CHUNK_BYTES):
+            piece = view[start:start + CHUNK_BYTES]
+            self.client.send({"op": "chunk", "req": self.req, "index": index, "offset": offset + start}, [piece])
+
+    def close(self) -> dict:
+        """The judge's answer: {"stored"}, {"verdict"}, {"missing"} or {"error", "ours"}."""
+        self.closed = True
+        return self.client.request({"op": "end", "req": self.req, **self.end_extra}, req=self.req)
+
+    def abort(self) -> None:
+        if not self.closed:
+            self.closed = True
+            self.client.send({"op": "abort", "req": self.req})
+
+
+class JudgeClient:
+    def __init__(self, device: str, budget_bytes: int, visible_devices: str | None = None,
+                 work_dir: str | None = None) -> None:
+        self.device, self.budget_bytes = device, budget_bytes
+        self.visible_devices, self.work_dir = visible_devices, work_dir
+        self.generation = 0
+        self._proc: subprocess.Popen | None = None
+        self._sock: socket.socket | None = None
+        self._send_lock = threading.Lock()
+        self._start_lock = threading.Lock()
+        self._waiting: dict[str, tuple[threading.Event, list]] = {}
+        self._ids = itertools.count(1)
+        self._ready = threading.Event()
+
+    # --- lifecycle ------------------------------------------------------------------------
+    def _ensure(self) -> None:
+        with self._start_lock:
+            if self._proc is not None and self._proc.poll() is None:
+                return
+            env = dict(os.environ)
+            if self.visible_devices is not None:
+                env["CUDA_VISIBLE_DEVICES"] = self.visible_devices
+            ours, theirs = socket.socketpair()
+            self._ready.clear()
+            self._proc = subprocess.Popen(
+                [sys.executable, "-m", "adaexplore.evaluator.judge.process", str(theirs.fileno()), self.device,
+                 str(self.budget_bytes)], pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, env=env,
+                cwd=self.work_dir, start_new_session=True)
+            theirs.close()
+            self._sock = ours
+            self.generation += 1
+            threading.Thread(target=self._read_loop, args=(self._proc, ours), daemon=True,
+                             name="adaexplore-judge-reader").start()
+        if not self._ready.wait(120):
+            raise JudgeError("the judge process did not start in time")
+
+    def close(self) -> None:
+        proc, self._proc = self._proc, None
+        if self._sock is not None:
+            try:
+                self._sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        if proc is not None:
+            try:
+                proc.wait(5)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        self._fail_waiting("the judge was shut down")
+
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None and self._proc.poll() is None else None
+
+    def _read_loop(self, proc: subprocess.Popen, sock: socket.socket) -> None:
+        try:
+            for head, _ in wire.read_messages(sock.makefile("rb")):
+                if head.get("ready"):
+                    self._ready.set()
+                    continue
+                waiter = self._waiting.pop(str(head.get("req")), None)
+                if waiter is not None:
+                    waiter[1].append(head)
+                    waiter[0].set()
+        except (wire.WireError, OSError, ValueError) as exc:
+            if self._proc is proc:
+                log.error("lost the judge process: %s", exc)
+        finally:
+            if self._proc is proc:
+                self._fail_waiting("the judge process ended")
+
+    def _fail_waiting(self, reason: str) -> None:
+        waiting, self._waiting = self._waiting, {}
+        for event, box in waiting.values():
+            box.append({"error": reason, "ours": True})
+            event.set()
+
+    # --- messages -------------------------------------------------------------------------
+    def send(self, head: dict, blobs: list | None = None) -> None:
+        self._ensure()
+        data = wire.pack(head, blobs)
+        with self._send_lock:
+            try:
+                self._sock.sendall(data)
+            except (OSError, AttributeError) as exc:
+                raise JudgeError(f"cannot reach the judge: {exc}") from None
+
+    def request(self, head: dict, req: str | None = None, timeout: float = REPLY_TIMEOUT_S) -> dict:
+        req = req or self.new_id()
+        event, box = threading.Event(), []
+        self._waiting[req] = (event, box)
+        self.send({**head, "req": req})
+        if not event.wait(timeout):
+            self._waiting.pop(req, None)
+            raise JudgeError("the judge did not answer in time")
+        return box[0]
+
+    def new_id(self) -> str:
+        return f"r{next(self._ids)}"
+
+    def receiver(self, key: str, slot: str, mode: str, metas: list[dict], tolerance: dict | None = None,
+                 trial: int = 0) -> Receiver:
+        req = self.new_id()
+        self.send({"op": "begin", "req": req, "key": key, "slot": slot, "mode": mode, "metas": metas})
+        return Receiver(self, req, {"tolerance": tolerance or {}, "trial": trial})
+
+    def flags(self, key: str, tolerance: dict) -> list[dict]:
+        answer = self.request({"op": "flags", "key": key, "tolerance": tolerance})
+        if "error" in answer:
+            raise JudgeError(str(answer["error"]))
+        return list(answer.get("flags", []))
+
+    def drop(self, key: str) -> None:
+        self.send({"op": "drop", "key": key})
+
+    def stats(self) -> dict:
+        return dict(self.request({"op": "stats"}).get("stats", {}))

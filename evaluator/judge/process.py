@@ -1,0 +1,210 @@
+"""The judge process: receives streamed outputs, stores references, compares candidates.
+
+Run as `python -m adaexplore.evaluator.judge.process FD DEVICE BUDGET_BYTES` by the evaluator
+(`client.py`), which relays every worker's output bytes here. The evaluator is the only peer:
+candidate code never runs here and never reaches this process (workers sit in their own PID and
+network namespaces). Still, every size and index in a message is checked before use, since the
+bytes themselves come from candidates.
+
+Messages (framed by `sandbox.wire`), all with a request id `req`:
+- begin {key, slot, mode: store|compare, metas}: outputs of one frame are coming;
+- chunk {index, offset} + bytes: a piece of output `index`;
+- end {tolerance, trial}: the frame is complete; the answer is {stored} or {verdict};
+- flags {key, tolerance}: the task flags that need the reference's outputs (degenerate task,
+  random forward), answered with {flags}; the inputs kept for them are then released;
+- drop {key}; stats: {stats}.
+Errors that are ours (a budget, memory) answer {error, ours}.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import socket
+import sys
+import warnings
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+
+import torch
+
+from ..compare import compare_outputs
+from ..sandbox import wire
+from ..types import Tolerance
+from ..verdict import degenerate_flags
+from .store import BudgetExceeded, OutputStore
+
+# Chunks arrive as views of a received (read-only) frame; they are only ever copied from.
+warnings.filterwarnings("ignore", message="The given buffer is not writable")
+
+
+@dataclass
+class Pending:
+    key: str
+    slot: str
+    mode: str
+    tensors: list[torch.Tensor] = field(default_factory=list)
+    received: list[int] = field(default_factory=list)
+    failure: dict | None = None  # decided before the data arrived (shape mismatch, budget, ...)
+
+
+def _dtype(name: str) -> torch.dtype:
+    if name not in wire.DTYPES:
+        raise ValueError(f"dtype not allowed: {name!r}")
+    return getattr(torch, name)
+
+
+class Judge:
+    def __init__(self, device: str, budget_bytes: int, sock: socket.socket) -> None:
+        self.device = torch.device(device)
+        if self.device.type == "cuda":
+            torch.cuda.set_device(self.device)
+        self.store = OutputStore(budget_bytes if budget_bytes > 0 else default_budget(self.device))
+        self.sock = sock
+        self.pending: dict[str, Pending] = {}
+
+    def reply(self, head: dict) -> None:
+        self.sock.sendall(wire.pack(head))
+
+    def handle(self, head: dict, blobs: list) -> None:
+        op, req = head.get("op"), str(head.get("req", ""))
+        try:
+            if op == "begin":
+                self.begin(req, head)
+            elif op == "chunk":
+                self.chunk(req, head, blobs)
+            elif op == "end":
+                self.reply({"req": req, **self.end(req, head)})
+            elif op == "abort":
+                self.pending.pop(req, None)
+            elif op == "flags":
+                self.reply({"req": req, "flags": self.flags(str(head["key"]), head)})
+            elif op == "drop":
+                self.store.drop(str(head.get("key")))
+            elif op == "stats":
+                self.reply({"req": req, "stats": self.stats()})
+        except torch.cuda.OutOfMemoryError as exc:
+            self.pending.pop(req, None)
+            self.reply({"req": req, "error": f"the judge ran out of device memory: {exc}"[:400], "ours": True})
+        except (KeyError, ValueError, TypeError, RuntimeError) as exc:
+            self.pending.pop(req, None)
+            self.reply({"req": req, "error": f"{type(exc).__name__}: {exc}"[:400], "ours": True})
+
+    def begin(self, req: str, head: dict) -> None:
+        metas = head["metas"]
+        shapes = [[int(d) for d in m["shape"]] for m in metas]
+        dtypes = [_dtype(m["dtype"]) for m in metas]
+        pending = Pending(str(head["key"]), str(head["slot"]), str(head["mode"]))
+        self.pending[req] = pending
+        if pending.mode == "compare":
+            expected = self.store.get(pending.key, pending.slot)
+            if expected is None:
+                pending.failure = {"missing": True}
+                return
+            got = [(tuple(s), d) for s, d in zip(shapes, dtypes)]
+            want = [(tuple(e.shape), e.dtype) for e in expected]
+            if got != want:  # decided without the data: compare placeholders of the right kind
+                placeholders = [torch.empty(s, dtype=d, device="meta") for s, d in zip(shapes, dtypes)]
+                verdict = compare_outputs(placeholders, [e.to("meta") for e in expected], Tolerance())
+                pending.failure = {"verdict": _verdict_dict(verdict)}
+                return
+        else:
+            nbytes = sum(_numel(s) * torch.empty((), dtype=d).element_size() for s, d in zip(shapes, dtypes))
+            try:
+                self.store.reserve(pending.key, nbytes)
+            except BudgetExceeded as exc:
+                pending.failure = {"error": str(exc), "too_large": True}
+                return
+        pending.tensors = [torch.empty(s, dtype=d, device=self.device) for s, d in zip(shapes, dtypes)]
+        pending.received = [0] * len(pending.tensors)
+
+    def chunk(self, req: str, head: dict, blobs: list) -> None:
+        pending = self.pending.get(req)
+        if pending is None or pending.failure is not None or not blobs:
+            return
+        index, offset = int(head["index"]), int(head["offset"])
+        target = pending.tensors[index]
+        flat = target.view(-1).view(torch.uint8) if target.numel() else target.view(torch.uint8)
+        data = torch.frombuffer(blobs[0], dtype=torch.uint8) if len(blobs[0]) else None
+        if data is None or offset < 0 or offset + data.numel() > flat.numel():
+            raise ValueError("a chunk outside its output")
+        flat[offset:offset + data.numel()].copy_(data, non_blocking=False)
+        pending.received[index] += data.numel()
+
+    def end(self, req: str, head: dict) -> dict:
+        pending = self.pending.pop(req, None)
+        if pending is None:
+            return {"error": "no such transfer", "ours": True}
+        if pending.failure is not None:
+            return pending.failure
+        sizes = [t.numel() * t.element_size() for t in pending.tensors]
+        if pending.received != sizes:
+            return {"error": "an output arrived incomplete", "ours": False}
+        if pending.mode == "store":
+            self.store.put(pending.key, pending.slot, pending.tensors)
+            return {"stored": True}
+        tol = Tolerance.model_validate(head.get("tolerance") or {})
+        expected = self.store.get(pending.key, pending.slot)
+        if expected is None:
+            return {"missing": True}
+        verdict = compare_outputs(pending.tensors, expected, tol, trial=int(head.get("trial", 0)))
+        return {"verdict": _verdict_dict(verdict)}
+
+    def flags(self, key: str, head: dict) -> list[dict]:
+        slots = self.store.slots(key)
+        trials = sorted((s for s in slots if s.startswith("trial:")), key=lambda s: int(s.split(":")[1]))
+        ref = SimpleNamespace(outputs=[slots[s] for s in trials], inputs=slots.get("inputs", []),
+                              repeat=slots.get("repeat", []))
+        protocol = SimpleNamespace(tolerance=Tolerance.model_validate(head.get("tolerance") or {}))
+        flags = [f.model_dump(mode="json") for f in degenerate_flags(ref, protocol)]  # type: ignore[arg-type]
+        for slot in ("inputs", "repeat"):  # needed for the flags only
+            if slot in slots:
+                self.store.put(key, slot, [])
+        return flags
+
+    def stats(self) -> dict:
+        out = {"used_bytes": self.store.used_bytes, "budget_bytes": self.store.budget_bytes,
+               "entries": len(self.store.keys()), "keys": self.store.keys(), "device": str(self.device)}
+        if self.device.type == "cuda":
+            out["device_allocated_bytes"] = torch.cuda.memory_allocated(self.device)
+        return out
+
+
+def default_budget(device: torch.device) -> int:
+    """A quarter of the GPU's memory; on the CPU 4 GiB, or an eighth of the machine's memory if less."""
+    if device.type == "cuda":
+        return int(0.25 * torch.cuda.get_device_properties(device).total_memory)
+    try:
+        physical = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):
+        physical = 16 << 30
+    return min(4 << 30, physical // 8)
+
+
+def _numel(shape: list[int]) -> int:
+    n = 1
+    for d in shape:
+        if d < 0:
+            raise ValueError("negative dimension")
+        n *= d
+    return n
+
+
+def _verdict_dict(verdict) -> dict:
+    mismatch = None
+    if verdict.mismatch is not None:  # JSON has no inf or NaN: they travel as strings, which pydantic reads back
+        mismatch = {k: (str(v) if isinstance(v, float) and not math.isfinite(v) else v)
+                    for k, v in verdict.mismatch.model_dump().items()}
+    return {"status": verdict.status.value, "message": verdict.message, "mismatch": mismatch}
+
+
+def main() -> None:
+    sock = socket.socket(fileno=int(sys.argv[1]))
+    judge = Judge(sys.argv[2], int(sys.argv[3]), sock)
+    judge.reply({"ready": True})
+    for head, blobs in wire.read_messages(sock.makefile("rb")):
+        judge.handle(head, blobs)
+
+
+if __name__ == "__main__":
+    main()

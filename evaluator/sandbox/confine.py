@@ -1,0 +1,505 @@
+"""The sandbox a worker process enters before any task or candidate code runs.
+
+Runs in the warm parent (`probe`, `ProcessLimit`) and in each forked worker (`enter`). A worker
+keeps the server's uid, because a trusted process can map a GPU buffer through CUDA IPC only
+from a process of its own uid, and because the Python installation may be readable by that
+uid alone. The walls are therefore the operating system's other primitives, in layers:
+
+- namespaces: a PID namespace of its own (no signal, ptrace or /proc entry reaches the server,
+  the warm parent or another job; when the job ends, everything it started dies with it), a
+  network namespace with no interface up (no socket reaches anything), its own IPC and UTS
+  namespaces, and a mount namespace that shows a read-only machine: the data directory,
+  the evaluator's work directory, $HOME, /root, /home, /run and the host's temporary
+  directories are empty; /etc/shadow and /etc/gshadow read as empty; /dev holds only the null
+  devices, random sources and the worker's own GPU; /tmp is a small private tmpfs, the only
+  place it can write. The Python installation stays visible, read-only.
+- capabilities: all dropped (bounding, ambient, effective, permitted), with no_new_privs and
+  locked securebits, so being root owns nothing: no mount can be undone, no file the
+  read-only view shows can be written.
+- seccomp (`seccomp.py`): mount, namespace, tracing, kernel-module and similar calls fail.
+- limits: a process count (a pids cgroup, created per job by the warm parent), file size,
+  open files, no core dumps, and on the CPU an address-space limit.
+
+Where the server is not root, the namespaces come from an unprivileged user namespace. Where
+no namespace can be made at all, only capabilities, seccomp and limits apply: `probe` says so,
+and the server reports the weaker level.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+import resource
+import signal
+import stat as statmod
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import seccomp
+
+CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC = 0x00020000, 0x04000000, 0x08000000
+CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = 0x10000000, 0x20000000, 0x40000000
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
+MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
+_SYS_MOUNT_SETATTR = 442
+_AT_FDCWD, _AT_RECURSIVE = -100, 0x8000
+_MOUNT_ATTR_RDONLY = 1
+_PR_SET_PDEATHSIG, _PR_CAPBSET_DROP, _PR_SET_SECUREBITS, _PR_CAP_AMBIENT = 1, 24, 28, 47
+_PR_CAP_AMBIENT_CLEAR_ALL = 4
+_SECUREBITS_LOCKED_ALL = 0x3F  # noroot, no_setuid_fixup, keep_caps: each set and locked (keep_caps off)
+_LINUX_CAPABILITY_VERSION_3 = 0x20080522
+
+LEVEL_FULL = "namespaces"  # every layer
+LEVEL_WEAK = "limits-only"  # no namespaces could be made: capabilities, seccomp and limits only
+
+ALWAYS_HIDDEN = ("/root", "/home", "/run", "/var/run", "/var/tmp", "/mnt", "/media", "/srv")
+MASKED_FILES = ("/etc/shadow", "/etc/gshadow", "/etc/shadow-", "/etc/gshadow-", "/etc/sudoers")
+BASE_DEVICES = ("null", "zero", "full", "random", "urandom")
+GPU_SHARED_DEVICES = ("nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", "nvidia-modeset")
+
+
+class SandboxError(RuntimeError):
+    """A layer the plan requires could not be set up (the job is not run)."""
+
+
+@dataclass
+class Plan:
+    """What a worker may see and do. Built by the trusted side; plain data (travels in a job)."""
+
+    level: str = LEVEL_FULL
+    hidden: list[str] = field(default_factory=list)  # shown empty, besides ALWAYS_HIDDEN and /tmp
+    visible: list[str] = field(default_factory=list)  # shown read-only even inside a hidden path
+    writable: list[str] = field(default_factory=list)  # trusted directories shown read-write
+    gpu_minors: list[int] | None = None  # /dev/nvidiaN to show; None: every GPU (minor unknown)
+    gpu: bool = False
+    tmp_bytes: int = 1 << 30  # the private /tmp
+    max_file_bytes: int = 1 << 30
+    max_open_files: int = 4096
+
+    def to_job(self) -> dict:
+        return dict(self.__dict__)
+
+    @classmethod
+    def from_job(cls, raw: dict) -> "Plan":
+        return cls(**{k: v for k, v in raw.items() if k in cls.__dataclass_fields__})
+
+
+def _libc() -> ctypes.CDLL:
+    return ctypes.CDLL(None, use_errno=True)
+
+
+def _check(ret: int, what: str) -> None:
+    if ret != 0:
+        code = ctypes.get_errno()
+        raise SandboxError(f"{what}: {os.strerror(code)}")
+
+
+def _mount(src: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
+    enc = (lambda s: s.encode() if s is not None else None)
+    _check(_libc().mount(enc(src), enc(target), enc(fstype), ctypes.c_ulong(flags), enc(data)),
+           f"mount {target}")
+
+
+def _unshare(flags: int) -> None:
+    _check(_libc().unshare(flags), "unshare")
+
+
+def _write(path: str, text: str) -> None:
+    with open(path, "w") as fh:
+        fh.write(text)
+
+
+def _is_root() -> bool:
+    return os.geteuid() == 0
+
+
+def namespace_flags() -> int:
+    flags = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS
+    return flags if _is_root() else flags | CLONE_NEWUSER
+
+
+def _enter_namespaces() -> None:
+    uid, gid = os.getuid(), os.getgid()
+    _unshare(namespace_flags())
+    if not _is_root():  # root inside a user namespace of our own, mapped to our own uid outside
+        _write("/proc/self/setgroups", "deny")
+        _write("/proc/self/uid_map", f"0 {uid} 1")
+        _write("/proc/self/gid_map", f"0 {gid} 1")
+
+
+def probe() -> tuple[str, str]:
+    """The strongest level this process can give its workers, and why not more.
+
+    Forks a child that tries the namespaces and mounts `enter` uses; the answer is its exit.
+    """
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            _enter_namespaces()
+            _mount(None, "/", None, MS_REC | MS_PRIVATE)
+            _mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "size=1m")
+            code = 0
+        except BaseException:  # noqa: BLE001 - the exit code is the answer
+            code = 1
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    if os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0:
+        return LEVEL_FULL, "namespaces (mount, PID, network, IPC, UTS), no capabilities, seccomp, limits"
+    how = "as root" if _is_root() else "through an unprivileged user namespace"
+    return LEVEL_WEAK, (f"namespaces cannot be created {how} on this machine: workers run with no "
+                        "capabilities, seccomp and limits only, and can read what the server's user can")
+
+
+# --- the process count ------------------------------------------------------------------
+
+class ProcessLimit:
+    """A pids cgroup per job, made by the warm parent (cgroup v1 `pids` or v2 with `pids`)."""
+
+    def __init__(self, max_processes: int) -> None:
+        self.max_processes = max_processes
+        self.root = self._find_root()
+        if self.root is not None:
+            try:
+                self.root.mkdir(exist_ok=True)
+                if (self.root / "cgroup.subtree_control").exists():  # cgroup v2: jobs below this one
+                    (self.root / "cgroup.subtree_control").write_text("+pids")
+            except OSError:
+                self.root = None
+
+    @staticmethod
+    def _find_root() -> Path | None:
+        base = Path("/sys/fs/cgroup")
+        name = f"adaexplore-{os.getpid()}"
+        for cand in (base / "pids", base / "unified", base):
+            try:
+                if not (cand / "cgroup.procs").exists() or not os.access(cand, os.W_OK):
+                    continue
+                if cand.name == "pids":  # cgroup v1: a hierarchy of its own
+                    return cand / name
+                if "pids" in (cand / "cgroup.controllers").read_text().split():
+                    (cand / "cgroup.subtree_control").write_text("+pids")
+                    return cand / name
+            except OSError:
+                continue
+        return None
+
+    @property
+    def available(self) -> bool:
+        return self.root is not None
+
+    def create(self, job_id: str) -> str | None:
+        """A cgroup directory for one job with its limit set, or None where there is none."""
+        if self.root is None:
+            return None
+        path = self.root / job_id
+        try:
+            path.mkdir(exist_ok=True)
+            (path / "pids.max").write_text(str(self.max_processes))
+            return str(path)
+        except OSError:
+            self.remove(str(path))
+            return None
+
+    @staticmethod
+    def remove(path: str | None) -> None:
+        if path:
+            try:
+                os.rmdir(path)
+            except OSError:
+                pass
+
+    @staticmethod
+    def join(path: str | None) -> None:
+        """Put the calling process (and so everything it starts) under the job's limit."""
+        if path:
+            _write(os.path.join(path, "cgroup.procs"), str(os.getpid()))
+
+    @staticmethod
+    def hit(path: str | None) -> bool:
+        """Whether the job's processes reached the limit (a fork was refused)."""
+        if not path:
+            return False
+        try:
+            for line in Path(path, "pids.events").read_text().splitlines():
+                if line.startswith("max ") and int(line.split()[1]) > 0:
+                    return True
+        except (OSError, ValueError, IndexError):
+            pass
+        return False
+
+    def close(self) -> None:
+        if self.root is not None:
+            try:
+                os.rmdir(self.root)
+            except OSError:
+                pass
+
+
+# --- inside the worker ------------------------------------------------------------------
+
+def _relay_exit(pid: int) -> None:
+    """Wait for `pid` and end the same way; reap any other child meanwhile (the namespace's
+    first process inherits every orphan in it). Holds no descriptor of the job's."""
+    os.closerange(3, 65536)
+    while True:
+        try:
+            done, status = os.wait()
+        except InterruptedError:
+            continue
+        except ChildProcessError:
+            os._exit(70)
+        if done == pid:
+            break
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        signal.signal(sig, signal.SIG_DFL)
+        os.kill(os.getpid(), sig)
+        os._exit(128 + sig)
+    os._exit(os.WEXITSTATUS(status) if os.WIFEXITED(status) else 70)
+
+
+def _mkdirs(path: str) -> None:
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError:
+        pass
+
+
+def _bind(src: str, target: str, readonly: bool) -> None:
+    if os.path.isdir(src):
+        _mkdirs(target)
+    elif not os.path.exists(target):
+        _mkdirs(os.path.dirname(target))
+        open(target, "a").close()
+    _mount(src, target, None, MS_BIND | MS_REC)
+    if readonly:
+        _mount(None, target, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID)
+
+
+def _under(path: str, parents: list[str]) -> bool:
+    return any(path == p or path.startswith(p.rstrip("/") + "/") for p in parents)
+
+
+def _hide(path: str, tmp_bytes: int) -> None:
+    if path == "/tmp":  # the one place a worker writes
+        _mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, f"size={tmp_bytes},mode=1777")
+    elif os.path.isdir(path) and not os.path.islink(path):
+        _mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=16k,mode=755")
+
+
+def _device_node(target: str, st: os.stat_result, source: str) -> None:
+    kind = statmod.S_IFMT(st.st_mode)
+    if kind not in (statmod.S_IFCHR, statmod.S_IFBLK):
+        return
+    try:
+        os.mknod(target, kind | (st.st_mode & 0o777), st.st_rdev)
+        os.chmod(target, st.st_mode & 0o777)  # as the host has it, whatever the umask
+    except PermissionError:
+        open(target, "w").close()
+        _mount(source, target, None, MS_BIND)
+
+
+def _make_dev(plan: Plan) -> None:
+    """A /dev with only the devices a kernel needs: null devices, random sources, its GPU."""
+    keep = {name: f"/dev/{name}" for name in BASE_DEVICES}
+    if plan.gpu:
+        for name in GPU_SHARED_DEVICES:
+            keep[name] = f"/dev/{name}"
+        names = os.listdir("/dev") if os.path.isdir("/dev") else []
+        minors = plan.gpu_minors
+        for name in names:
+            if name.startswith("nvidia") and name[6:].isdigit() and (minors is None or int(name[6:]) in minors):
+                keep[name] = f"/dev/{name}"
+        if os.path.isdir("/dev/nvidia-caps"):
+            keep["nvidia-caps"] = "/dev/nvidia-caps"
+    # Device nodes of our own (same numbers) in a tmpfs of our own: nothing done to them, a chmod
+    # say, reaches the host's. Without the right to make nodes (a user namespace), bind them.
+    nodes, dirs, fds = [], [], []
+    for name, path in keep.items():
+        try:
+            st, fd = os.stat(path), os.open(path, os.O_PATH)
+        except OSError:
+            continue
+        fds.append(fd)
+        if statmod.S_ISDIR(st.st_mode):
+            dirs.append((name, st.st_mode & 0o777))
+            for child in os.listdir(path):
+                try:
+                    nodes.append((f"{name}/{child}", os.stat(child, dir_fd=fd), f"/proc/self/fd/{fd}/{child}"))
+                except OSError:
+                    continue
+        else:
+            nodes.append((name, st, f"/proc/self/fd/{fd}"))
+    _mount("tmpfs", "/dev", "tmpfs", MS_NOSUID | MS_NOEXEC, "size=64k,mode=755")
+    for name, mode in dirs:
+        os.mkdir(f"/dev/{name}", mode)
+    for rel, st, source in nodes:
+        _device_node(f"/dev/{rel}", st, source)
+    for fd in fds:
+        os.close(fd)
+    _mkdirs("/dev/shm")
+    _mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "size=64m,mode=1777")
+    for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"), ("stdout", "/proc/self/fd/1"),
+                         ("stderr", "/proc/self/fd/2")):
+        os.symlink(target, f"/dev/{name}")
+
+
+PROC_READ_ONLY = ("sys", "sysrq-trigger", "irq", "bus", "fs")  # kernel settings: never writable
+PROC_MASKED = ("kcore", "kmsg", "keys", "timer_list")
+
+
+def _mount_proc() -> None:
+    """A /proc of the job's PID namespace. It stays writable (the CUDA driver writes to it), so
+    what under it reaches the kernel's settings is bound read-only, and what leaks the host's
+    memory or keys reads as empty."""
+    _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    for name in PROC_READ_ONLY:
+        path = f"/proc/{name}"
+        if os.path.exists(path):
+            _mount(path, path, None, MS_BIND | MS_REC)
+            _mount(None, path, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    for name in PROC_MASKED:
+        path = f"/proc/{name}"
+        if os.path.exists(path):
+            _mount("/dev/null", path, None, MS_BIND)
+
+
+def _read_only_everywhere(writable: list[str]) -> None:
+    """Make every mount read-only, then the writable places writable again."""
+    attr = (ctypes.c_uint64 * 4)(_MOUNT_ATTR_RDONLY, 0, 0, 0)
+    libc = _libc()
+    ret = libc.syscall(_SYS_MOUNT_SETATTR, _AT_FDCWD, b"/", _AT_RECURSIVE, ctypes.byref(attr), ctypes.sizeof(attr))
+    if ret != 0:  # older kernels: one mount at a time
+        with open("/proc/self/mountinfo") as fh:
+            points = [line.split()[4] for line in fh]
+        for point in sorted(set(points), key=len):
+            if _under(point, writable) or point.startswith("/proc"):  # /dev is in `writable`
+                continue
+            try:
+                _mount(None, point.encode().decode("unicode_escape"), None, MS_REMOUNT | MS_BIND | MS_RDONLY)
+            except SandboxError:
+                pass
+        return
+    clear = (ctypes.c_uint64 * 4)(0, _MOUNT_ATTR_RDONLY, 0, 0)
+    for path in writable:
+        # /dev with every device bound into it: a device opened for writing (the GPU, /dev/null)
+        # needs a writable mount, while the tmpfs holding them has room for nothing else.
+        flags = _AT_RECURSIVE if path == "/dev" else 0
+        ret = libc.syscall(_SYS_MOUNT_SETATTR, _AT_FDCWD, path.encode(), flags, ctypes.byref(clear),
+                           ctypes.sizeof(clear))
+        _check(ret, f"make {path} writable")
+
+
+def _drop_capabilities() -> None:
+    libc = _libc()
+    libc.prctl(_PR_SET_SECUREBITS, _SECUREBITS_LOCKED_ALL, 0, 0, 0)  # may fail without CAP_SETPCAP: harmless
+    for cap in range(64):
+        if libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 and ctypes.get_errno() == errno.EINVAL:
+            break
+    libc.prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+    header = (ctypes.c_uint32 * 2)(_LINUX_CAPABILITY_VERSION_3, 0)
+    data = (ctypes.c_uint32 * 6)(0, 0, 0, 0, 0, 0)
+    _check(libc.capset(ctypes.byref(header), ctypes.byref(data)), "drop capabilities")
+
+
+def _python_paths() -> list[str]:
+    paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
+    paths.update(p for p in sys.path if p and os.path.isdir(p))
+    for var in ("LD_LIBRARY_PATH", "CUDA_HOME", "TRITON_PTXAS_PATH", "TRITON_LIBCUDA_PATH"):
+        paths.update(p for p in os.environ.get(var, "").split(":") if p and os.path.exists(p))
+    return sorted({os.path.realpath(p) for p in paths})
+
+
+def _set_limits(plan: Plan, memory_limit: int | None) -> None:
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (plan.max_file_bytes, plan.max_file_bytes))
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    lim = min(plan.max_open_files, hard) if hard != resource.RLIM_INFINITY else plan.max_open_files
+    resource.setrlimit(resource.RLIMIT_NOFILE, (min(soft, lim), lim))
+    if memory_limit:
+        resource.setrlimit(resource.RLIMIT_AS, (memory_limit, memory_limit))
+
+
+def enter(plan: Plan, memory_limit: int | None = None) -> str:
+    """Confine this (forked, single-threaded) process; returns its new working directory.
+
+    At the full level this process forks twice: the caller continues as the second process of a
+    new PID namespace (the first only reaps), while this process stays outside and ends as the
+    caller ends.
+    Raises SandboxError if a layer the plan asks for cannot be made.
+    """
+    workdir = "/tmp/job"
+    if plan.level == LEVEL_FULL:
+        visible = _python_paths() + [os.path.realpath(p) for p in plan.visible]
+        writable = [os.path.realpath(p) for p in plan.writable if os.path.isdir(p)]
+        _enter_namespaces()
+        pid = os.fork()
+        if pid != 0:  # outside the namespace: ends as the namespace ends
+            _relay_exit(pid)
+        _libc().prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        _mount(None, "/", None, MS_REC | MS_PRIVATE)
+        keep = {p: os.open(p, os.O_PATH) for p in visible + writable if os.path.exists(p)}
+        hidden = sorted({os.path.realpath(p) for p in (*ALWAYS_HIDDEN, "/tmp", *plan.hidden,
+                                                            os.path.expanduser("~")) if p}, key=len)
+        for path in hidden:
+            _hide(path, plan.tmp_bytes)
+        for path in sorted(keep, key=len):  # what is needed inside a hidden place comes back
+            if _under(path, hidden):
+                _bind(f"/proc/self/fd/{keep[path]}", path, readonly=path not in writable)
+        for path in writable:
+            if not _under(path, hidden):
+                _bind(f"/proc/self/fd/{keep[path]}", path, readonly=False)
+        for fd in keep.values():
+            os.close(fd)
+        for path in hidden:  # a data directory inside a kept place stays hidden
+            if path != "/tmp" and _under(path, visible) and path not in writable:
+                _hide(path, plan.tmp_bytes)
+        for path in MASKED_FILES:
+            if os.path.isfile(path):
+                _mount("/dev/null", path, None, MS_BIND)
+        _make_dev(plan)
+        _mount_proc()
+        _read_only_everywhere(["/tmp", "/dev", "/proc", *writable])
+        os.makedirs(workdir, exist_ok=True)
+        os.chdir(workdir)  # the old working directory would still reach what is now hidden
+        _libc().sethostname(b"sandbox", 7)
+        # The namespace's first process only reaps: the job runs as its second, so that signals
+        # the job sends itself act as they do anywhere (the first one ignores them).
+        pid = os.fork()
+        if pid != 0:
+            _relay_exit(pid)
+        _libc().prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    else:
+        workdir = os.getcwd()
+    _set_limits(plan, memory_limit)
+    _drop_capabilities()
+    if not seccomp.install() and plan.level == LEVEL_FULL:
+        raise SandboxError("cannot install the seccomp filter")
+    return workdir
+
+
+# --- on the trusted side ------------------------------------------------------------------
+
+def gpu_minors(physical_id: str) -> list[int] | None:
+    """The /dev/nvidiaN minor of the GPU with this physical index (CUDA's order, which is PCI
+    bus order on a machine of identical GPUs), or None when it cannot be known (a UUID, no
+    driver information): then the worker sees every GPU's device file."""
+    if not physical_id.isdigit():
+        return None
+    root = Path("/proc/driver/nvidia/gpus")
+    try:
+        buses = sorted(os.listdir(root))
+        info = (root / buses[int(physical_id)] / "information").read_text()
+    except (OSError, IndexError):
+        return None
+    for line in info.splitlines():
+        if line.strip().startswith("Device Minor:"):
+            try:
+                return [int(line.split(":", 1)[1])]
+            except ValueError:
+                return None
+    return None

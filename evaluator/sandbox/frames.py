@@ -1,0 +1,186 @@
+"""Reads one worker's result stream as it arrives, handing tensor bytes on instead of keeping them.
+
+Runs in the trusted evaluator, on the thread that drains a job's pipe. Frames are parsed
+incrementally (`sandbox.wire` format). A frame's header is checked (the job's nonce, sizes that
+match the declared tensors) before its data is read; then each tensor's bytes go, in the
+pieces they arrive in, to the receiver a `sink` gives for that frame (the judge), and the
+frame is kept as (header, [the receiver's answer]). Frames no sink takes are buffered and
+decoded as before, within `max_buffered` bytes. The stream is untrusted: the first thing
+that is not a frame the harness could have written stops reading, with the reason.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Callable, Protocol
+
+import orjson
+
+from . import wire
+
+_LEN = struct.Struct("<Q")
+MAX_HEADER = 1 << 20
+MAX_STREAMED_FRAME = 1 << 42  # data that is handed on is not held here
+
+
+class Receiver(Protocol):
+    def write(self, index: int, offset: int, data) -> None: ...
+
+    def close(self) -> dict: ...
+
+    def abort(self) -> None: ...
+
+
+Sink = Callable[[dict, list], "Receiver | None"]
+
+
+class Overflow(Exception):
+    """More buffered bytes than allowed."""
+
+
+class FrameReader:
+    def __init__(self, nonce: str | None, sink: Sink | None = None, max_buffered: int = 1 << 32) -> None:
+        self.nonce, self.sink, self.max_buffered = nonce, sink, max_buffered
+        self.messages: list[tuple[dict, list]] = []
+        self.error: str | None = None
+        self.overflow = False
+        self._pending = bytearray()  # bytes of the prefix and header being assembled
+        self._buffered = 0
+        self._frame: dict | None = None  # the frame being read: head, sizes, position
+        self._receiver: Receiver | None = None
+
+    @property
+    def stopped(self) -> bool:
+        return self.error is not None or self.overflow
+
+    def feed(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view and not self.stopped:
+            try:
+                view = self._step(view)
+            except (wire.WireError, ValueError, TypeError) as exc:
+                self._fail(str(exc))
+            except Overflow:
+                self.overflow = True
+                self._abort()
+
+    def finish(self) -> tuple[list[tuple[dict, list]], str | None, bool]:
+        """The messages, why reading stopped (None if it did not), whether a frame was cut off."""
+        truncated = not self.stopped and (self._frame is not None or len(self._pending) > 0)
+        if truncated:
+            self._abort()
+        return self.messages, self.error, truncated
+
+    # --- parsing ---------------------------------------------------------------------------
+    def _step(self, view: memoryview) -> memoryview:
+        if self._frame is None:
+            return self._read_header(view)
+        frame = self._frame
+        if frame["blob"] < len(frame["sizes"]):
+            i = frame["blob"]
+            want = frame["sizes"][i] - frame["offset"]
+            piece, view = view[:want], view[want:]
+            if self._receiver is not None:
+                if len(piece):
+                    self._receiver.write(i, frame["offset"], piece)
+            else:
+                frame["data"][i] += piece
+            frame["offset"] += len(piece)
+            if frame["offset"] == frame["sizes"][i]:
+                frame["blob"] += 1
+                frame["offset"] = 0
+                self._advance()
+            return view
+        skip = min(frame["tail"], len(view))
+        frame["tail"] -= skip
+        self._advance()
+        return view[skip:]
+
+    def _read_header(self, view: memoryview) -> memoryview:
+        need = 2 * _LEN.size
+        if len(self._pending) < need:
+            take = need - len(self._pending)
+            self._pending += view[:take]
+            view = view[take:]
+            if len(self._pending) < need:
+                return view
+        total, hlen = _LEN.unpack_from(self._pending, 0)[0], _LEN.unpack_from(self._pending, _LEN.size)[0]
+        if hlen > MAX_HEADER or total > MAX_STREAMED_FRAME or hlen + _LEN.size > total:
+            raise wire.WireError("frame length out of range")
+        want = need + hlen - len(self._pending)
+        self._pending += view[:want]
+        view = view[want:]
+        if len(self._pending) < need + hlen:
+            return view
+        try:
+            outer = orjson.loads(bytes(self._pending[need:need + hlen]))
+        except orjson.JSONDecodeError as exc:
+            raise wire.WireError(f"bad header: {exc}") from None
+        self._pending = bytearray()
+        self._start_frame(outer, total, hlen)
+        return view
+
+    def _start_frame(self, outer, total: int, hlen: int) -> None:
+        if not isinstance(outer, dict) or not isinstance(outer.get("h"), dict) or not isinstance(outer.get("n"), list):
+            raise wire.WireError("bad header shape")
+        head, sizes = outer["h"], outer["n"]
+        if not all(isinstance(n, int) and n >= 0 for n in sizes):
+            raise wire.WireError("blob length out of range")
+        tail = total - _LEN.size - hlen - sum(sizes)
+        if not 0 <= tail < wire.ALIGN:
+            raise wire.WireError("frame length does not match its blobs")
+        if self.nonce is not None and head.get("nonce") != self.nonce:
+            raise wire.WireError("a message without the job's nonce")
+        metas = head.get("tensors", [])
+        if not isinstance(metas, list) or len(metas) != len(sizes):
+            raise wire.WireError("tensor count mismatch")
+        for meta, n in zip(metas, sizes):
+            wire.check_meta(meta, n)
+        self._receiver = self.sink(head, metas) if (self.sink is not None and sizes) else None
+        if self._receiver is None:
+            self._buffered += sum(sizes)
+            if self._buffered > self.max_buffered:
+                raise Overflow()
+        self._frame = {"head": head, "metas": metas, "sizes": sizes, "blob": 0, "offset": 0, "tail": tail,
+                       "data": [bytearray() for _ in sizes]}
+        self._advance()
+
+    def _advance(self) -> None:
+        """Step over empty tensors; complete the frame once its data and padding are read."""
+        frame = self._frame
+        while frame["blob"] < len(frame["sizes"]) and frame["sizes"][frame["blob"]] == 0:
+            frame["blob"] += 1
+        if frame["blob"] == len(frame["sizes"]) and frame["tail"] == 0:
+            self._complete()
+
+    def _complete(self) -> None:
+        frame, self._frame = self._frame, None
+        if self._receiver is not None:
+            receiver, self._receiver = self._receiver, None
+            self.messages.append((frame["head"], [receiver.close()]))
+            return
+        tensors = [wire.decode_tensor(m, memoryview(b)) for m, b in zip(frame["metas"], frame["data"])]
+        self.messages.append((frame["head"], tensors))
+
+    def _abort(self) -> None:
+        if self._receiver is not None:
+            self._receiver.abort()
+            self._receiver = None
+        self._frame = None
+
+    def _fail(self, reason: str) -> None:
+        self.error = reason
+        self._abort()
+
+
+class Discard:
+    """A receiver for outputs nobody needs (a baseline's timing run): the bytes are dropped."""
+
+    def write(self, index: int, offset: int, data) -> None:
+        pass
+
+    def close(self) -> dict:
+        return {"discarded": True}
+
+    def abort(self) -> None:
+        pass

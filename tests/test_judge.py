@@ -1,0 +1,101 @@
+"""The judge: reference outputs live outside the server process, within a budget, and a task
+that cannot fit is refused with a message that says how much it needs."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+
+from adaexplore.evaluator.judge.store import BudgetExceeded, OutputStore
+from adaexplore.evaluator.service import Evaluator
+from adaexplore.evaluator.task import Task, check_task_source
+from adaexplore.evaluator.types import Status
+
+from conftest import EXAMPLES, example_task
+
+BIG_TASK = '''
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x):
+        return x * {scale} + 1.0
+
+
+def get_inputs():
+    return [torch.randn({numel})]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def big_task(scale: int, numel: int) -> Task:
+    source = BIG_TASK.format(scale=scale, numel=numel)
+    check_task_source(source)
+    return Task(name=f"big_{scale}", source=source)
+
+
+def rss_bytes() -> int:
+    with open(f"/proc/{os.getpid()}/status") as fh:
+        for line in fh:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def test_the_store_evicts_whole_references_least_recently_used_first():
+    store = OutputStore(budget_bytes=3000)
+    for key in ("a", "b"):
+        store.reserve(key, 1200)
+        store.put(key, "trial:0", [torch.zeros(300)])  # 1200 bytes
+    store.get("a", "trial:0")  # a is now the more recent
+    store.reserve("c", 1200)
+    store.put("c", "trial:0", [torch.zeros(300)])
+    assert store.keys() == ["a", "c"]
+    with pytest.raises(BudgetExceeded, match="need 0.00 GB, more than the judge's budget"):
+        store.reserve("d", 4000)
+
+
+def test_a_task_whose_outputs_exceed_the_budget_is_refused_with_what_it_needs(tmp_path):
+    with Evaluator(work_dir=tmp_path, judge_budget_bytes=8 << 20) as ev:
+        validation = ev.validate_task(big_task(3, 1 << 20))  # 4 MB an output, 6 outputs kept
+        assert not validation.ok
+        assert validation.error.error_class == "TaskTooLarge"
+        assert "more than the judge's budget" in validation.error.message
+
+
+def test_an_evicted_reference_is_measured_again_and_the_verdict_is_unchanged(tmp_path):
+    source = (EXAMPLES / "kernels" / "softmax.py").read_text()
+    with Evaluator(work_dir=tmp_path, judge_budget_bytes=2 << 20) as ev:
+        softmax = example_task("softmax")
+        assert ev.evaluate(softmax, source).status is Status.correct
+        # A second task's reference fills the budget: the first one's is evicted from the judge.
+        assert ev.validate_task(big_task(5, 1 << 16)).ok
+        assert not any(key.startswith(softmax.task_id) for key in ev.judge.stats()["keys"])
+        again = ev.evaluate(softmax, source + "\n# resubmitted\n")
+        assert again.status is Status.correct, again.feedback()
+
+
+@pytest.mark.slow
+def test_the_server_process_stays_small_while_twenty_large_tasks_register(tmp_path):
+    """20 tasks with 32 MB outputs (5 trials, the input and a repeat run: 224 MB a task, 4.5 GB in
+    all) pass through; the server process holds none of them."""
+    with Evaluator(work_dir=tmp_path, judge_budget_bytes=1 << 30, max_parallel=2) as ev:
+        assert ev.validate_task(big_task(1, 1 << 10)).ok  # start-up costs outside the measurement
+        before = rss_bytes()
+        peak = before
+        for i in range(20):
+            validation = ev.validate_task(big_task(10 + i, 8 << 20))
+            assert validation.ok, validation.error
+            peak = max(peak, rss_bytes())
+        stats = ev.judge.stats()
+    assert stats["used_bytes"] <= 1 << 30
+    assert peak - before < 200 << 20, f"server RSS grew by {(peak - before) / 1e6:.0f} MB"
