@@ -1,4 +1,4 @@
-"""Settings of one server process."""
+"""Settings of one server process (built by the CLI or by tests, read by the Service)."""
 
 from __future__ import annotations
 
@@ -21,6 +21,10 @@ class ServerConfig:
     seed: int | None = None
     memory_threshold: int = 3
     """Distinct tasks a skill-memory rule needs before it is served."""
+    lease_s: float = 30.0
+    """An evaluation's lease: a server that stops renewing it for this long is taken for dead."""
+    shutdown_grace_s: float = 10.0
+    """On SIGTERM/SIGINT, how long running evaluations may take to finish before they are marked failed."""
 
     @property
     def db_path(self) -> Path:

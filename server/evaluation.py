@@ -1,12 +1,28 @@
-"""The evaluators of a server process (one pool per GPU), created on first use (importing torch takes seconds)."""
+"""The evaluators of a server process (one pool per GPU), created on first use (importing torch takes seconds).
+
+Runs in the server process. Evaluation threads run at a lower CPU priority, and so do the
+processes they start, so that tool calls stay fast while kernels are checked.
+"""
 
 from __future__ import annotations
 
+import os
 import threading
 from typing import Any
 
 from . import texts
 from .config import ServerConfig
+
+
+EVALUATION_NICENESS = 5
+
+
+def lower_priority() -> None:
+    """Lower the calling thread's CPU priority (Linux: per thread; inherited by processes it starts)."""
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), EVALUATION_NICENESS)
+    except (AttributeError, OSError):
+        pass
 
 
 class EvaluatorHolder:
@@ -16,6 +32,10 @@ class EvaluatorHolder:
         self._owned = evaluator is None
         self._lock = threading.Lock()
         self._hardware: str | None = None
+
+    @property
+    def started(self) -> bool:
+        return self._evaluator is not None
 
     def get(self) -> Any:
         if self._evaluator is None:
@@ -27,8 +47,22 @@ class EvaluatorHolder:
                     # machine gets a single pool that runs kernels through Triton's interpreter.
                     self.config.work_dir.mkdir(parents=True, exist_ok=True)
                     devices = [self.config.device] if self.config.device else None
-                    self._evaluator = EvaluatorFleet(devices=devices, work_dir=self.config.work_dir,
-                                                     max_parallel=self.config.max_parallel)
+                    made: list[Any] = []
+
+                    def make() -> None:  # on a low-priority thread: the processes it starts inherit that
+                        lower_priority()
+                        try:
+                            made.append(EvaluatorFleet(devices=devices, work_dir=self.config.work_dir,
+                                                       max_parallel=self.config.max_parallel))
+                        except BaseException as exc:
+                            made.append(exc)
+
+                    t = threading.Thread(target=make, name="adx-evaluator-start")
+                    t.start()
+                    t.join()
+                    if isinstance(made[0], BaseException):
+                        raise made[0]
+                    self._evaluator = made[0]
         return self._evaluator
 
     @property
