@@ -1,4 +1,4 @@
-"""The skill memory as the server uses it (over the same database file)."""
+"""The skill memory as the server process uses it (over the same database file)."""
 
 from __future__ import annotations
 
@@ -68,6 +68,17 @@ class MemoryAdapter:
             candidate_rules=v.candidate_rules, experiences=v.experiences,
             frequent_signatures=[SignatureInfo(signature=f.signature, count=f.count, error_class=f.error_class,
                                                example=f.example) for f in v.frequent_signatures[:20]])
+
+    def rule_counts(self) -> dict[str, int] | None:
+        """Rules by state ('active', 'candidate'), or None without a memory."""
+        if self.store is None:
+            return None
+        try:
+            v = self.store.memory(token_budget=50, limit=1)
+        except Exception:
+            log.exception("memory counts failed")
+            return None
+        return {"active": v.active_rules, "candidate": v.candidate_rules}
 
     def _need(self) -> Any:
         if self.store is None:
