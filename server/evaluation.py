@@ -6,6 +6,7 @@ processes they start, so that tool calls stay fast while kernels are checked.
 
 from __future__ import annotations
 
+import gc
 import os
 import threading
 from typing import Any
@@ -63,6 +64,7 @@ class EvaluatorHolder:
                     if isinstance(made[0], BaseException):
                         raise made[0]
                     self._evaluator = made[0]
+                    gc.freeze()  # torch's many objects stay out of later collections (pauses of 100+ ms)
         return self._evaluator
 
     @property

@@ -6,7 +6,8 @@ owner (host:pid:nonce) and an expiry; an owner renews all of its rows every quar
 lease. When a server dies (SIGKILL, power loss, a lost container) its leases run out, and the
 first surviving server on the same data directory marks those nodes infra_error with a
 feedback that says why; resubmitting the same code then runs it again. Nodes are failed, not
-re-run, so a kernel that kills servers cannot take every server down in turn.
+re-run, so a kernel that kills servers cannot take every server down in turn. The same thread
+checkpoints the database's write-ahead log every second, off the path of tool calls.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ log = logging.getLogger("adaexplore.server")
 
 EXPIRED = ("the server process that was evaluating this kernel stopped renewing its lease (it crashed or "
            "was killed); another server marked it failed. Submit the same code again to re-run it")
+CHECKPOINT_EVERY_S = 1.0
 SHUTDOWN = "the server shut down while this kernel was being evaluated; submit the same code again to re-run it"
 
 
@@ -40,7 +42,8 @@ def infra_result(error_class: str, message: str) -> tuple[dict, str]:
 
 
 class LeaseKeeper:
-    """Renews this process's leases and fails expired ones held by others, every `lease_s / 4`."""
+    """Renews this process's leases and fails expired ones held by others, every `lease_s / 4`;
+    checkpoints the write-ahead log every second."""
 
     def __init__(self, store: Store, owner: str, lease_s: float, on_settled: Callable[[str], None] | None = None):
         self.store, self.owner, self.lease_s = store, owner, lease_s
@@ -58,9 +61,13 @@ class LeaseKeeper:
             self._thread.join(5)
 
     def _loop(self) -> None:
-        while not self._stop.wait(self.lease_s / 4):
+        next_round = 0.0
+        while not self._stop.wait(CHECKPOINT_EVERY_S):
             try:
-                self.tick()
+                self.store.checkpoint()
+                if time.monotonic() >= next_round:
+                    next_round = time.monotonic() + self.lease_s / 4
+                    self.tick()
             except Exception:  # a busy or closing database: try again next round
                 log.debug("lease round failed", exc_info=True)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import sqlite3
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,8 @@ from .models import (
 
 log = logging.getLogger("adaexplore.server")
 
+RENDER_TTL_S = 2.0
+
 
 class MemoryAdapter:
     def __init__(self, db_path: Path, threshold: int = 3):
@@ -30,6 +33,7 @@ class MemoryAdapter:
         self._store: Any = None
         self._failed = False
         self._lock = threading.Lock()
+        self._rendered: dict[tuple[int, int], tuple[float, str]] = {}
 
     @property
     def store(self) -> Any:
@@ -46,13 +50,23 @@ class MemoryAdapter:
         return self._store
 
     def render(self, task_source: str | None, token_budget: int) -> str:
+        """The rendered memory for a task, reused for RENDER_TTL_S (expand_node must not wait on memory writes)."""
         if self.store is None:
             return ""
+        key = (hash(task_source), token_budget)
+        now = time.monotonic()
+        hit = self._rendered.get(key)
+        if hit is not None and now - hit[0] < RENDER_TTL_S:
+            return hit[1]
         try:
-            return self.store.memory(task_source=task_source, token_budget=token_budget).rendered
+            text = self.store.memory(task_source=task_source, token_budget=token_budget).rendered
         except Exception:
             log.exception("memory rendering failed")
             return ""
+        if len(self._rendered) > 256:
+            self._rendered.clear()
+        self._rendered[key] = (now, text)
+        return text
 
     def view(self, task_source: str | None, token_budget: int, include_candidates: bool,
              include_signatures: bool = False) -> SkillMemoryResult:

@@ -144,6 +144,9 @@ class Store:
         self._local = threading.local()
         self._all: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
+        # Threads of this process take turns here rather than in SQLite's busy handler, which sleeps
+        # in steps of up to 100 ms; other processes still meet at the database's write lock.
+        self._write_lock = threading.RLock()
         conn = self.conn()
         conn.executescript(SCHEMA)
         with self.tx(conn):
@@ -176,6 +179,10 @@ class Store:
     def tx(self, conn: sqlite3.Connection | None = None) -> Iterator[sqlite3.Connection]:
         """A short write transaction that takes the write lock up front."""
         c = conn or self.conn()
+        with self._write_lock:
+            yield from self._tx(c)
+
+    def _tx(self, c: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
         for attempt in range(50):
             try:
                 c.execute("BEGIN IMMEDIATE")
@@ -191,6 +198,11 @@ class Store:
             raise
         else:
             c.execute("COMMIT")
+
+    def checkpoint(self) -> None:
+        """Copy the write-ahead log into the database without blocking anyone (a background thread calls
+        this every few seconds, so no tool call pays for a checkpoint)."""
+        self.conn().execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
 
     def close(self) -> None:
         with self._lock:
