@@ -7,10 +7,12 @@ Runs `adaexplore serve --http` as a subprocess (loopback only) and drives it wit
 client from this process. Each client plays an agent: expand_node, get_node on the parent, then
 evaluate_kernel with the expansion (one in eight kernels is a correct softmax that runs through the
 interpreter, the rest fail static checks), then get_node on the new node, with a think time between
-steps (an agent's model takes seconds per step; 0 hammers the server). All sessions connect first,
-then the agents start at random offsets within two think times. At the end every node must be
-settled and accounted for: no tool errors, no lost node (each answered node_id exists, none pending),
-no duplicate (one node per distinct source, sequence numbers without gaps, each expansion used once).
+steps (an agent's model takes seconds per step; 0 hammers the server). All sessions connect and list
+the tools first (as an agent's host does; the client checks each result against the tool's output
+schema from that list), then the agents start at random offsets within two think times. At the end
+every node must be settled and accounted for: no tool errors, no lost node (each answered node_id
+exists, none pending), no duplicate (one node per distinct source, sequence numbers without gaps,
+each expansion used once).
 Target: expand_node and get_node p99 < 50 ms, measured at the client.
 """
 
@@ -97,6 +99,7 @@ class Load:
         headers = {"Authorization": f"Bearer {self.token}"}
         async with httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=120)) as hc:
             async with Client(streamable_http_client(self.url, http_client=hc)) as c:
+                await c.list_tools()  # as an agent's host does on connecting; results are checked against it
                 self.connected += 1
                 while self.connected < self.clients:  # every session is up before anyone measures
                     await anyio.sleep(0.05)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import gc
 import json
 import logging
 import os
@@ -45,7 +44,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     os.umask(0o077)  # whatever this process or the evaluator creates is the owner's alone
     sys.setswitchinterval(0.001)  # threads answering tools get the interpreter back quickly from busy ones
-    gc.set_threshold(50_000, 20, 20)  # fewer collections under load; long-lived objects are frozen once loaded
     quiet_stdout_logging(logging.DEBUG if args.verbose else logging.WARNING)
     cfg = _config(args)
     secure_tree(Path(cfg.data_dir))

@@ -64,7 +64,10 @@ class EvaluatorHolder:
                     if isinstance(made[0], BaseException):
                         raise made[0]
                     self._evaluator = made[0]
-                    gc.freeze()  # torch's many objects stay out of later collections (pauses of 100+ ms)
+                    # torch's many objects stay out of later collections (full ones took 100+ ms). The
+                    # thresholds stay Python's: young collections of a few hundred objects take well under
+                    # 1 ms, where raising them to tens of thousands made each one a 20-70 ms pause.
+                    gc.freeze()
         return self._evaluator
 
     @property

@@ -1,4 +1,8 @@
-"""The skill memory as the server process uses it (over the same database file)."""
+"""The skill memory as the server process uses it (over the same database file).
+
+Runs in the server process. Writes to the memory take the store's write turn, so tool calls
+that write to the tree queue behind them in this process rather than in SQLite's busy handler.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +10,7 @@ import logging
 import sqlite3
 import threading
 import time
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -27,8 +32,9 @@ RENDER_TTL_S = 2.0
 
 
 class MemoryAdapter:
-    def __init__(self, db_path: Path, threshold: int = 3):
+    def __init__(self, db_path: Path, threshold: int = 3, write_turn: AbstractContextManager | None = None):
         self.db_path = db_path
+        self._turn = write_turn if write_turn is not None else nullcontext()
         self.threshold = int(threshold)
         self._store: Any = None
         self._failed = False
@@ -94,6 +100,10 @@ class MemoryAdapter:
             return None
         return {"active": v.active_rules, "candidate": v.candidate_rules}
 
+    def _write(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        with self._turn:
+            return fn(*args, **kwargs)
+
     def _need(self) -> Any:
         if self.store is None:
             raise ToolError("the skill memory is not available on this server")
@@ -117,11 +127,11 @@ class MemoryAdapter:
 
     def retire(self, rule_id: str, who: str) -> RuleDetail:
         store = self._need()
-        return self._rule_call(lambda rid: store.retire(rid, who=who), rule_id)
+        return self._rule_call(lambda rid: self._write(store.retire, rid, who=who), rule_id)
 
     def edit(self, rule_id: str, text: str, who: str) -> RuleDetail:
         store = self._need()
-        return self._rule_call(lambda rid: store.edit(rid, text, who=who), rule_id)
+        return self._rule_call(lambda rid: self._write(store.edit, rid, text, who=who), rule_id)
 
     def export(self) -> MemoryDocument:
         doc = self._need().export()
@@ -130,7 +140,7 @@ class MemoryAdapter:
     def import_(self, document: dict[str, Any], who: str) -> ImportMemoryResult:
         store = self._need()
         try:
-            s = store.import_(document, who=who)
+            s = self._write(store.import_, document, who=who)
         except ValueError as exc:
             raise ToolError(f"nothing imported: {exc}; pass the 'document' returned by export_memory "
                             "(or the file written by `adaexplore memory export`)") from None
@@ -146,7 +156,8 @@ class MemoryAdapter:
         if self.store is None:
             raise ToolError("the skill memory is not available on this server")
         try:
-            out = self.store.record_rule(text=text, who=who, task_id=task_id, node_id=node_id, error_excerpt=excerpt)
+            out = self._write(self.store.record_rule, text=text, who=who, task_id=task_id, node_id=node_id,
+                              error_excerpt=excerpt)
         except ValueError as exc:
             raise ToolError(f"rule not recorded: {exc}") from None
         return RecordFailureResult(rule_id=out.rule_id, merged=out.merged, merged_into_text=out.merged_into_text,
@@ -154,7 +165,7 @@ class MemoryAdapter:
 
     def note_correct(self, task_id: str, node_id: str, source: str) -> None:
         if self.store is not None:
-            self.store.note_correct_kernel(task_id=task_id, node_id=node_id, source=source)
+            self._write(self.store.note_correct_kernel, task_id=task_id, node_id=node_id, source=source)
 
     def experience(self, task_id: str, node_id: str, result: Any, who: str) -> None:
         if self.store is None:
@@ -167,5 +178,5 @@ class MemoryAdapter:
             error_class, message = "LintError", result.lint[0].message
         else:
             error_class, message = result.status.value, result.cheat_reason or result.feedback(400)
-        self.store.record_experience(task_id=task_id, node_id=node_id, status=result.status.value,
-                                     error_class=error_class, message=message, construct=construct, who=who)
+        self._write(self.store.record_experience, task_id=task_id, node_id=node_id, status=result.status.value,
+                    error_class=error_class, message=message, construct=construct, who=who)

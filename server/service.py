@@ -42,7 +42,8 @@ class Service(SearchOps, MemoryOps):
         self.store = Store(config.db_path)
         self.cache = TreeCache(self.store)
         self.evaluators = EvaluatorHolder(config, evaluator)
-        self.memory = MemoryAdapter(config.db_path, threshold=config.memory_threshold)
+        self.memory = MemoryAdapter(config.db_path, threshold=config.memory_threshold,
+                                    write_turn=self.store.write_turn)
         self.rng = random.Random(config.seed)
         self._rng_lock = threading.Lock()
         # evaluation threads (and the processes they start) yield the CPU to the threads answering tools

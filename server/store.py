@@ -199,6 +199,13 @@ class Store:
         else:
             c.execute("COMMIT")
 
+    @property
+    def write_turn(self) -> threading.RLock:
+        """This process's turn at the database's write lock. Hold it around writes made through another
+        connection to the same file (the skill memory's), so that this process's writers wait for them
+        here and start the moment they end, instead of polling SQLite's busy handler."""
+        return self._write_lock
+
     def checkpoint(self) -> None:
         """Copy the write-ahead log into the database without blocking anyone (a background thread calls
         this every few seconds, so no tool call pays for a checkpoint)."""
