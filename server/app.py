@@ -1,8 +1,9 @@
-"""Build the MCP server (tools, resources, prompts) and its HTTP app."""
+"""Build the MCP server (tools, resources, prompts) and its HTTP app; runs in the server process."""
 
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -13,6 +14,8 @@ from starlette.applications import Starlette
 
 from .auth import StoreTokenVerifier
 from .config import ServerConfig
+from .metrics import Metrics
+from .ops_http import AccessLog, access_logger, ops_routes
 from .prompts import register_prompts
 from .resources import register_resources
 from .service import Service
@@ -33,6 +36,8 @@ class HttpSettings:
     allowed_hosts: list[str] = field(default_factory=list)
     allowed_origins: list[str] = field(default_factory=list)
     max_body_bytes: int = MAX_HTTP_BODY
+    access_log: str = "-"
+    """'-' for stderr, a file path, or 'off'."""
 
 
 def build_server(config: ServerConfig, *, evaluator: Any = None, http: HttpSettings | None = None,
@@ -58,7 +63,28 @@ def build_server(config: ServerConfig, *, evaluator: Any = None, http: HttpSetti
     register_tools(mcp, svc)
     register_resources(mcp, svc)
     register_prompts(mcp)
+    _time_tools(mcp, svc.metrics)
     return mcp, svc
+
+
+def _time_tools(mcp: MCPServer, metrics: Metrics) -> None:
+    """Record every tool call's latency and errors (unknown tool names share one label)."""
+    manager = mcp._tool_manager
+    inner = manager.call_tool
+    known = {t.name for t in manager.list_tools()}
+
+    async def call_tool(name: str, arguments: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
+        label = name if name in known else "unknown"
+        start = time.perf_counter()
+        try:
+            return await inner(name, arguments, *args, **kwargs)
+        except Exception:
+            metrics.tool_errors.labels(label).inc()
+            raise
+        finally:
+            metrics.tool_seconds.labels(label).observe(time.perf_counter() - start)
+
+    manager.call_tool = call_tool  # type: ignore[method-assign]
 
 
 def _url_host(host: str) -> str:
@@ -78,9 +104,13 @@ def transport_security(http: HttpSettings) -> TransportSecuritySettings:
                                      allowed_origins=origins)
 
 
-def http_app(mcp: MCPServer, http: HttpSettings) -> Starlette:
-    return mcp.streamable_http_app(host=http.host, max_request_body_size=http.max_body_bytes,
-                                   transport_security=transport_security(http))
+def http_app(mcp: MCPServer, http: HttpSettings, svc: Service) -> Any:
+    """The ASGI app: /mcp (bearer tokens), /healthz and /metrics, wrapped in the access log."""
+    mcp._custom_starlette_routes.extend(ops_routes(svc))
+    app: Starlette = mcp.streamable_http_app(host=http.host, max_request_body_size=http.max_body_bytes,
+                                             transport_security=transport_security(http))
+    log = access_logger(http.access_log)
+    return app if log is None else AccessLog(app, log)
 
 
 def quiet_stdout_logging(level: int = logging.WARNING) -> None:

@@ -1,4 +1,4 @@
-"""Bearer tokens (stored hashed, with scopes) and the caller of a tool call."""
+"""Bearer tokens (stored hashed, with ranked scopes) and the caller of a tool call; runs in the server process."""
 
 from __future__ import annotations
 
@@ -20,6 +20,12 @@ _NAME_RE = re.compile(r"^[A-Za-z0-9_.@-]{1,64}$")
 
 class ScopeError(PermissionError):
     """The caller's token lacks a scope the tool needs."""
+
+
+def implied_scopes(scopes: list[str]) -> list[str]:
+    """Scopes are ranked: admin includes write, write includes read."""
+    ranks = [SCOPES.index(s) for s in scopes if s in SCOPES]
+    return list(SCOPES[: max(ranks) + 1]) if ranks else []
 
 
 def hash_token(token: str) -> str:
@@ -56,11 +62,7 @@ class StoreTokenVerifier:
         if found is None:
             return None
         name, scopes = found
-        # admin implies the others; write does not imply read (the HTTP endpoint itself needs read)
-        implied = set(scopes)
-        if "admin" in implied:
-            implied |= {"write", "read"}
-        return AccessToken(token="", client_id=name, scopes=sorted(implied, key=SCOPES.index))
+        return AccessToken(token="", client_id=name, scopes=implied_scopes(scopes))
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""The `adaexplore` command: serve, eval, token, tasks, memory, demo."""
+"""The `adaexplore` command: serve, eval, token, tasks, memory, demo (runs in the user's shell process)."""
 
 from __future__ import annotations
 
@@ -26,6 +26,12 @@ def _config(args: argparse.Namespace) -> ServerConfig:
         cfg.device = args.device
     if getattr(args, "max_parallel", None):
         cfg.max_parallel = args.max_parallel
+    if getattr(args, "lease", None) is not None:
+        if args.lease < 1:
+            raise SystemExit("error: --lease must be at least 1 second")
+        cfg.lease_s = args.lease
+    if getattr(args, "shutdown_grace", None) is not None:
+        cfg.shutdown_grace_s = max(0.0, args.shutdown_grace)
     if getattr(args, "memory_threshold", None) is not None:
         if args.memory_threshold < 1:
             raise SystemExit("error: --memory-threshold must be at least 1")
@@ -35,23 +41,24 @@ def _config(args: argparse.Namespace) -> ServerConfig:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     from .app import HttpSettings, build_server, http_app, quiet_stdout_logging
+    from .files import secure_tree
 
+    os.umask(0o077)  # whatever this process or the evaluator creates is the owner's alone
+    sys.setswitchinterval(0.001)  # threads answering tools get the interpreter back quickly from busy ones
     quiet_stdout_logging(logging.DEBUG if args.verbose else logging.WARNING)
     cfg = _config(args)
+    secure_tree(Path(cfg.data_dir))
     cfg.sandbox = confine.probe()
     if cfg.sandbox[0] != confine.LEVEL_FULL:
         print(f"adaexplore: warning: weaker sandbox: {cfg.sandbox[1]}", file=sys.stderr, flush=True)
     if not args.http:
-        mcp, svc = build_server(cfg)
-        try:
-            mcp.run("stdio")
-        finally:
-            svc.close()
-        return 0
-    import uvicorn
+        from .serving import serve_stdio
 
+        mcp, svc = build_server(cfg)
+        return serve_stdio(mcp, svc)
     http = HttpSettings(host=args.host, port=args.port, allowed_hosts=args.allow_host or [],
-                        allowed_origins=args.allow_origin or [], max_body_bytes=args.max_body)
+                        allowed_origins=args.allow_origin or [], max_body_bytes=args.max_body,
+                        access_log=args.access_log)
     if args.host not in ("127.0.0.1", "localhost", "::1") and not args.allow_remote:
         print(f"refusing to listen on {args.host}: the server is loopback-only unless --allow-remote is given",
               file=sys.stderr)
@@ -60,18 +67,16 @@ def cmd_serve(args: argparse.Namespace) -> int:
         print(f"refusing --allow-remote: {cfg.sandbox[1]}. Remote callers' kernels would run with that weaker "
               "sandbox; pass --accept-weak-sandbox to accept it", file=sys.stderr)
         return 2
+    from .serving import serve_http
+
     mcp, svc = build_server(cfg, http=http)
     if not svc.store.list_tokens():
         print("note: no tokens exist yet; create one with `adaexplore token issue NAME --scopes read,write`",
               file=sys.stderr)
-    app = http_app(mcp, http)
+    app = http_app(mcp, http, svc)
     print(f"adaexplore: serving MCP on http://{args.host}:{args.port}/mcp (data: {cfg.data_dir})", file=sys.stderr,
           flush=True)
-    try:
-        uvicorn.run(app, host=args.host, port=args.port, log_level="warning", access_log=False)
-    finally:
-        svc.close()
-    return 0
+    return serve_http(app, svc, host=args.host, port=args.port)
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
@@ -215,6 +220,12 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--max-parallel", type=int, help="evaluations in flight")
     s.add_argument("--memory-threshold", type=int, metavar="N",
                    help="distinct tasks a skill-memory rule needs to become active (default 3)")
+    s.add_argument("--lease", type=float, metavar="S",
+                   help="evaluation lease in seconds: a server silent this long is taken for dead (default 30)")
+    s.add_argument("--shutdown-grace", type=float, metavar="S",
+                   help="on SIGTERM/SIGINT, seconds running evaluations may finish in (default 10)")
+    s.add_argument("--access-log", default="-", metavar="PATH",
+                   help="HTTP access log, one JSON line per request: '-' stderr (default), a file, or 'off'")
     s.add_argument("-v", "--verbose", action="store_true")
     s.set_defaults(fn=cmd_serve)
 

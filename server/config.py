@@ -1,4 +1,4 @@
-"""Settings of one server process."""
+"""Settings of one server process (built by the CLI or by tests, read by the Service)."""
 
 from __future__ import annotations
 
@@ -23,6 +23,10 @@ class ServerConfig:
     """Distinct tasks a skill-memory rule needs before it is served."""
     sandbox: tuple[str, str] | None = None
     """The sandbox level kernel code runs at and what it means (found at `serve`)."""
+    lease_s: float = 30.0
+    """An evaluation's lease: a server that stops renewing it for this long is taken for dead."""
+    shutdown_grace_s: float = 10.0
+    """On SIGTERM/SIGINT, how long running evaluations may take to finish before they are marked failed."""
 
     @property
     def db_path(self) -> Path:

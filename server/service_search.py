@@ -1,7 +1,7 @@
 """Growing the tree: expansions, candidate submission (whole source or edits) and background evaluation.
 
-Evaluations run on a thread pool; the jobs map tracks those in flight so a duplicate submission
-can wait on the same job. Mixed into Service, which owns the state declared below.
+Runs in the server process. Evaluations run on a thread pool; the jobs map tracks those in
+flight so a duplicate submission can wait on the same job. Mixed into Service, which owns the state declared below.
 """
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import random
 import threading
+import time
 import uuid
 from concurrent.futures import Future, ThreadPoolExecutor
 
@@ -27,7 +28,9 @@ from ..search import (
 )
 from . import texts
 from .edits import EditError, apply_edits
+from .inputs import check_parsable
 from .memory import MemoryAdapter
+from .metrics import Metrics
 from .models import MAX_SOURCE_CHARS, ContextNode, Edit, EvaluateResult, ExpandResult
 from .service_tree import TreeOps, _runtime_ms, _status
 from .store import root_id
@@ -45,6 +48,9 @@ class SearchOps(TreeOps):
     _jobs: dict[str, Future]
     _jobs_lock: threading.Lock
     _expand_lock: threading.Lock
+    owner: str
+    stopping: bool
+    metrics: Metrics
 
     def expand(self, task_id: str, caller: str) -> ExpandResult:
         params, _, _ = self._params(task_id)
@@ -85,6 +91,9 @@ class SearchOps(TreeOps):
     def submit(self, *, task_id: str, source: str | None, edits: list[Edit] | None, parent_node_id: str | None,
                expansion_id: str | None, caller: str) -> tuple[str, Future | None, bool]:
         """Attach a candidate to the tree and start its evaluation. Returns (node_id, job, duplicate)."""
+        if self.stopping:
+            raise ToolError("this server is shutting down and takes no new evaluations; retry in a minute "
+                            "(or on another server sharing the data directory)")
         self._task(task_id)
         params, protocol, name = self._params(task_id)
         parent_id, action = root_id(task_id), "large"
@@ -125,15 +134,18 @@ class SearchOps(TreeOps):
         assert source is not None
         if not source.strip():
             raise ToolError("the candidate source is empty; send a module that defines class ModelNew")
+        check_parsable(source, "the candidate")
         h = source_hash(source)
         node, created = self.store.create_node(task_id=task_id, parent_id=parent_id, action=action, source=source,
-                                               source_hash=h, created_by=caller, expansion_id=expansion_id)
+                                               source_hash=h, created_by=caller, expansion_id=expansion_id,
+                                               owner=self.owner, lease_s=self.config.lease_s)
         node_id = node["id"]
         if not created:
             with self._jobs_lock:
                 return node_id, self._jobs.get(node_id), True
         task = Task(name=name, source=self.store.get_task(task_id)["source"], protocol=protocol)  # type: ignore[index]
-        job = self._pool.submit(self._evaluate, task_id, node_id, task, source, protocol, params, caller)
+        job = self._pool.submit(self._evaluate, task_id, node_id, task, source, protocol, params, caller,
+                                time.monotonic())
         with self._jobs_lock:
             self._jobs[node_id] = job
         job.add_done_callback(lambda _f, n=node_id: self._forget(n))
@@ -144,7 +156,7 @@ class SearchOps(TreeOps):
             self._jobs.pop(node_id, None)
 
     def _evaluate(self, task_id: str, node_id: str, task: Task, source: str, protocol: Protocol,
-                  params: SearchParams, caller: str) -> None:
+                  params: SearchParams, caller: str, submitted: float) -> None:
         try:
             result = self.evaluators.get().evaluate(task, source, protocol)
         except Exception as exc:  # the evaluator promises not to raise; if it does, it is our fault
@@ -154,8 +166,14 @@ class SearchOps(TreeOps):
         status = result.status.value
         infra = result.status is Status.infra_error
         reward = None if infra else reward_for(params, status, result.speedup)
-        self.store.finish_node(node_id, status=status, result=result.model_dump(mode="json", exclude_none=True),
-                               feedback=result.feedback(), speedup=result.speedup, reward=reward)
+        kept = self.store.finish_node(node_id, status=status, result=result.model_dump(mode="json", exclude_none=True),
+                                      feedback=self.scrub(result.feedback()), speedup=result.speedup, reward=reward,
+                                      owner=self.owner)
+        self.metrics.evaluations.labels(status).inc()
+        self.metrics.evaluation_seconds.observe(time.monotonic() - submitted)
+        if not kept:
+            log.warning("node %s: result dropped, another server settled it after this one's lease expired", node_id)
+            return
         if infra:
             return
         try:

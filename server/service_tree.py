@@ -1,6 +1,6 @@
 """Tasks and the search tree as the tools read them: registration, listing, nodes, summaries, best candidates.
 
-Also the per-task search index (built once per tree version, virtual loss added per call), which
+Runs in the server process. Also the per-task search index (built once per tree version, virtual loss added per call), which
 expansion and evaluation reuse. Mixed into Service, which owns the state declared below.
 """
 
@@ -20,6 +20,7 @@ from ..search import NodeView, PendingView, SearchParams, TreeIndex, best_nodes,
 from . import texts
 from .config import ServerConfig
 from .evaluation import EvaluatorHolder
+from .inputs import check_parsable, missing_task_file, resolve_task_path, scrub
 from .models import (
     MAX_SOURCE_CHARS,
     BestCandidatesResult,
@@ -84,21 +85,19 @@ class TreeOps:
     def _read_task_path(self, path: str) -> tuple[str, str]:
         if not self.config.task_roots:
             raise ToolError("reading task files is disabled on this server (no --task-root); pass the source text")
-        p = Path(path).expanduser()
-        try:
-            resolved = p.resolve(strict=True)
-        except (OSError, RuntimeError):
-            raise ToolError(f"task file {path!r} not found") from None
-        roots = [Path(r).resolve() for r in self.config.task_roots]
-        if not any(resolved.is_relative_to(r) for r in roots):
-            raise ToolError(f"{path!r} is outside the task roots ({', '.join(map(str, roots))}); "
-                            "pass a path inside one of them, or the source text")
-        if not resolved.is_file() or resolved.stat().st_size > MAX_SOURCE_CHARS:
-            raise ToolError(f"{path!r} is not a regular file of at most {MAX_SOURCE_CHARS} bytes")
+        resolved = resolve_task_path(path, self.config.task_roots)
+        if resolved.stat().st_size > MAX_SOURCE_CHARS:
+            raise ToolError(f"task file {path!r} is larger than {MAX_SOURCE_CHARS} bytes; register a smaller module")
         try:
             return resolved.read_text(), task_name_from_path(resolved)
-        except (OSError, UnicodeDecodeError) as exc:
-            raise ToolError(f"cannot read {path!r}: {exc}") from None
+        except (OSError, UnicodeDecodeError):
+            raise missing_task_file(path) from None
+
+    def scrub(self, text: str) -> str:
+        """`text` without this server's paths (data directory, task roots, Python installation)."""
+        extra = tuple((str(Path(r).resolve()), "<task-root>") for r in self.config.task_roots)
+        extra += ((str(Path(self.config.data_dir).resolve()), "<data>"), (str(self.config.data_dir), "<data>"))
+        return scrub(text, extra)
 
     def register_task(self, *, source: str | None, path: str | None, name: str | None,
                       search: SearchOverrides | None, protocol: ProtocolOverrides | None,
@@ -110,10 +109,11 @@ class TreeOps:
         if path is not None:
             source, default_name = self._read_task_path(path)
         assert source is not None
+        check_parsable(source, "the task source")
         try:
             check_task_source(source)
         except TaskError as exc:
-            raise ToolError(f"bad task: {exc}") from None
+            raise ToolError(self.scrub(f"bad task: {exc}")) from None
         params = self._search_params(search)
         proto = self._protocol(protocol)
         task = Task(name=(name or default_name)[:200], source=source, protocol=proto)
@@ -129,7 +129,8 @@ class TreeOps:
             if not validation.ok:
                 err = validation.error
                 detail = f"{err.error_class}: {err.message}" + (f" (line {err.line})" if err.line else "") if err else ""
-                raise ToolError(f"bad task: the reference does not run: {detail}. Fix the module and register again")
+                raise ToolError(self.scrub(f"bad task: the reference does not run: {detail}. Fix the module and "
+                                           "register again"))
             degenerate = [f for f in validation.flags if f.code in DEGENERATE_FLAGS]
             if synthetic and degenerate:
                 why = "; ".join(f"{f.code}: {f.message}" for f in degenerate)

@@ -24,6 +24,8 @@ from typing import Any
 
 import orjson
 
+from .files import secure_file
+
 SCHEMA_VERSION = 1
 
 SCHEMA = """
@@ -75,7 +77,9 @@ CREATE TABLE IF NOT EXISTS evaluations (
     pid INTEGER NOT NULL,
     started_at REAL NOT NULL,
     finished_at REAL,
-    status TEXT
+    status TEXT,
+    owner TEXT,
+    lease_expires REAL
 );
 CREATE INDEX IF NOT EXISTS evaluations_node ON evaluations (node_id);
 
@@ -136,10 +140,13 @@ class Store:
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        secure_file(self.path)  # before SQLite creates it: the -wal and -shm files copy its mode
         self._local = threading.local()
         self._all: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
+        # Threads of this process take turns here rather than in SQLite's busy handler, which sleeps
+        # in steps of up to 100 ms; other processes still meet at the database's write lock.
+        self._write_lock = threading.RLock()
         conn = self.conn()
         conn.executescript(SCHEMA)
         with self.tx(conn):
@@ -147,6 +154,11 @@ class Store:
             cols = {r[1] for r in conn.execute("PRAGMA table_info(tasks)")}
             if "synthetic" not in cols:  # databases made before synthesized tasks existed
                 conn.execute("ALTER TABLE tasks ADD COLUMN synthetic INTEGER NOT NULL DEFAULT 0")
+            ecols = {r[1] for r in conn.execute("PRAGMA table_info(evaluations)")}
+            for col, kind in (("owner", "TEXT"), ("lease_expires", "REAL")):  # databases made before leases
+                if col not in ecols:
+                    conn.execute(f"ALTER TABLE evaluations ADD COLUMN {col} {kind}")
+            conn.execute("CREATE INDEX IF NOT EXISTS evaluations_open ON evaluations (finished_at, lease_expires)")
 
     # -- connections -------------------------------------------------------------
 
@@ -167,6 +179,10 @@ class Store:
     def tx(self, conn: sqlite3.Connection | None = None) -> Iterator[sqlite3.Connection]:
         """A short write transaction that takes the write lock up front."""
         c = conn or self.conn()
+        with self._write_lock:
+            yield from self._tx(c)
+
+    def _tx(self, c: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
         for attempt in range(50):
             try:
                 c.execute("BEGIN IMMEDIATE")
@@ -182,6 +198,18 @@ class Store:
             raise
         else:
             c.execute("COMMIT")
+
+    @property
+    def write_turn(self) -> threading.RLock:
+        """This process's turn at the database's write lock. Hold it around writes made through another
+        connection to the same file (the skill memory's), so that this process's writers wait for them
+        here and start the moment they end, instead of polling SQLite's busy handler."""
+        return self._write_lock
+
+    def checkpoint(self) -> None:
+        """Copy the write-ahead log into the database without blocking anyone (a background thread calls
+        this every few seconds, so no tool call pays for a checkpoint)."""
+        self.conn().execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
 
     def close(self) -> None:
         with self._lock:
@@ -282,11 +310,13 @@ class Store:
         return {r[0]: dict(zip(keys, r)) for r in rows}
 
     def create_node(self, *, task_id: str, parent_id: str, action: str, source: str, source_hash: str,
-                    created_by: str, expansion_id: str | None) -> tuple[dict[str, Any], bool]:
+                    created_by: str, expansion_id: str | None, owner: str | None = None,
+                    lease_s: float = 30.0) -> tuple[dict[str, Any], bool]:
         """Attach a candidate to the tree, or find the node that already holds the same code.
 
         Returns (node, created). A node that holds the same code and ended in infra_error
-        is reset to pending and evaluated again (created is True then).
+        is reset to pending and evaluated again (created is True then). The evaluation row
+        records `owner`, the server process that holds it, with a lease of `lease_s` seconds.
         """
         now = time.time()
         host, pid = socket.gethostname(), os.getpid()
@@ -314,27 +344,65 @@ class Store:
                     " created_by, created_at, expansion_id, version) VALUES (?, ?, ?, ?, ?, ?, ?, NULL, ?, ?, ?, ?)",
                     (node_id, task_id, parent_id, seq, action, source, source_hash, created_by, now, expansion_id,
                      version))
-            c.execute("INSERT INTO evaluations (node_id, task_id, host, pid, started_at) VALUES (?, ?, ?, ?, ?)",
-                      (node_id, task_id, host, pid, now))
+            c.execute("INSERT INTO evaluations (node_id, task_id, host, pid, started_at, owner, lease_expires)"
+                      " VALUES (?, ?, ?, ?, ?, ?, ?)", (node_id, task_id, host, pid, now, owner, now + lease_s))
             if expansion_id:
                 c.execute("UPDATE expansions SET consumed = 1, result_node_id = ? WHERE id = ?",
                           (node_id, expansion_id))
         return {"id": node_id, "status": None}, True
 
     def finish_node(self, node_id: str, *, status: str, result: Any, feedback: str, speedup: float | None,
-                    reward: float | None) -> None:
-        now = time.time()
+                    reward: float | None, owner: str | None = None) -> bool:
+        """Record a node's result. With `owner`, only while that process still holds the evaluation
+        (False when its lease was taken: another server settled the node meanwhile)."""
         with self.tx() as c:
-            row = c.execute("SELECT task_id FROM nodes WHERE id = ?", (node_id,)).fetchone()
-            if row is None:
-                return
-            version = c.execute("UPDATE tasks SET version = version + 1 WHERE id = ? RETURNING version",
-                                (row[0],)).fetchone()[0]
-            c.execute("UPDATE nodes SET status = ?, result = ?, feedback = ?, speedup = ?, reward = ?,"
-                      " evaluated_at = ?, version = ? WHERE id = ?",
-                      (status, dumps(result), feedback, speedup, reward, now, version, node_id))
-            c.execute("UPDATE evaluations SET finished_at = ?, status = ? WHERE node_id = ? AND finished_at IS NULL",
-                      (now, status, node_id))
+            if owner is not None and c.execute(
+                    "SELECT 1 FROM evaluations WHERE node_id = ? AND finished_at IS NULL AND owner = ?",
+                    (node_id, owner)).fetchone() is None:
+                return False
+            return self._finish(c, node_id, status, result, feedback, speedup, reward)
+
+    @staticmethod
+    def _finish(c: sqlite3.Connection, node_id: str, status: str, result: Any, feedback: str,
+                speedup: float | None, reward: float | None) -> bool:
+        now = time.time()
+        row = c.execute("SELECT task_id FROM nodes WHERE id = ?", (node_id,)).fetchone()
+        if row is None:
+            return False
+        version = c.execute("UPDATE tasks SET version = version + 1 WHERE id = ? RETURNING version",
+                            (row[0],)).fetchone()[0]
+        c.execute("UPDATE nodes SET status = ?, result = ?, feedback = ?, speedup = ?, reward = ?,"
+                  " evaluated_at = ?, version = ? WHERE id = ?",
+                  (status, dumps(result), feedback, speedup, reward, now, version, node_id))
+        c.execute("UPDATE evaluations SET finished_at = ?, status = ? WHERE node_id = ? AND finished_at IS NULL",
+                  (now, status, node_id))
+        return True
+
+    # -- leases -------------------------------------------------------------------
+
+    def renew_leases(self, owner: str, lease_s: float) -> int:
+        """Push back the expiry of every open evaluation `owner` holds; returns how many."""
+        with self.tx() as c:
+            return c.execute("UPDATE evaluations SET lease_expires = ? WHERE owner = ? AND finished_at IS NULL",
+                             (time.time() + lease_s, owner)).rowcount
+
+    def expired_leases(self, now: float) -> list[tuple[str, str]]:
+        """(node_id, owner) of pending nodes whose evaluation lease ran out before `now`."""
+        return self.conn().execute(
+            "SELECT e.node_id, e.owner FROM evaluations e JOIN nodes n ON n.id = e.node_id "
+            "WHERE e.finished_at IS NULL AND e.lease_expires < ? AND n.status IS NULL", (now,)).fetchall()
+
+    def fail_expired(self, node_id: str, owner: str, now: float, *, result: Any, feedback: str) -> bool:
+        """Mark a node infra_error if its evaluation by `owner` is still open and expired (one server wins)."""
+        with self.tx() as c:
+            if c.execute("SELECT 1 FROM evaluations WHERE node_id = ? AND owner = ? AND finished_at IS NULL "
+                         "AND lease_expires < ?", (node_id, owner, now)).fetchone() is None:
+                return False
+            return self._finish(c, node_id, "infra_error", result, feedback, None, None)
+
+    def open_evaluations(self, owner: str) -> list[str]:
+        return [r[0] for r in self.conn().execute(
+            "SELECT node_id FROM evaluations WHERE owner = ? AND finished_at IS NULL", (owner,)).fetchall()]
 
     def interrupted_evaluations(self) -> list[str]:
         """Pending nodes whose evaluating process (on this host) is gone."""
@@ -347,6 +415,16 @@ class Store:
             if ehost is None or (ehost == host and not _pid_alive(pid)):
                 lost.append(node_id)
         return lost
+
+    def nodes_by_status(self) -> dict[str, int]:
+        """Candidate nodes of every task by status ('pending' while evaluated)."""
+        rows = self.conn().execute("SELECT COALESCE(status, 'pending'), COUNT(*) FROM nodes WHERE action != 'root' "
+                                   "GROUP BY 1").fetchall()
+        return dict(rows)
+
+    def ping(self) -> None:
+        """Raise unless the database answers a query."""
+        self.conn().execute("SELECT COUNT(*) FROM server_meta").fetchone()
 
     def best_nodes_rows(self, task_id: str, k: int) -> list[dict[str, Any]]:
         rows = self.conn().execute(

@@ -1,4 +1,4 @@
-"""The MCP tools: thin async wrappers over the Service, with annotations and scope checks."""
+"""The MCP tools: thin async wrappers over the Service, with annotations and scope checks (server process)."""
 
 from __future__ import annotations
 
@@ -72,7 +72,10 @@ def register_tools(mcp: MCPServer, svc: Service) -> None:
         return c.name
 
     async def run(fn, *args, **kwargs):
-        return await anyio.to_thread.run_sync(lambda: fn(*args, **kwargs))
+        try:
+            return await anyio.to_thread.run_sync(lambda: fn(*args, **kwargs))
+        except ToolError as exc:  # never show a remote caller the server's paths
+            raise ToolError(svc.scrub(str(exc))) from None
 
     @mcp.tool(annotations=REGISTER, title="Register a task")
     async def register_task(

@@ -90,13 +90,26 @@ class HttpServer:
         deadline = time.time() + 60
         while time.time() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"server exited: {(self.data_dir / f'server-{self.port}.log').read_text()}")
+                raise RuntimeError(f"server exited: {self.log_text()}")
             try:
                 with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
                     return self
             except OSError:
                 time.sleep(0.2)
         raise RuntimeError("server did not start")
+
+    def terminate(self, sig: int = signal.SIGTERM, timeout: float = 30) -> int:
+        """Send `sig` to the server process alone (as systemd would) and return its exit code."""
+        assert self.proc is not None
+        self.proc.send_signal(sig)
+        try:
+            return self.proc.wait(timeout)
+        finally:
+            self.kill()
+            self.log.close()
+
+    def log_text(self) -> str:
+        return (self.data_dir / f"server-{self.port}.log").read_text(errors="replace")
 
     def kill(self) -> None:
         """SIGKILL the server and everything it started (its own process group)."""

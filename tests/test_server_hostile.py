@@ -1,5 +1,6 @@
 """Malformed and oversized arguments at every tool: each is a tool error, the server stays up,
-and the database stays consistent."""
+and the database stays consistent. A candidate whose own code fails with an OS error is judged
+like any other failing candidate."""
 
 import anyio
 import pytest
@@ -9,7 +10,7 @@ from mcp import Client
 
 from adaexplore.server.app import build_server
 from adaexplore.server.config import ServerConfig
-from server_support import SOFTMAX
+from server_support import SOFTMAX, variant
 
 BIG = "y" * (256 * 1024 + 10)
 # Non-finite floats are left out: the client sends them as JSON null, which an optional argument accepts.
@@ -96,3 +97,44 @@ def test_hostile_arguments_are_tool_errors(server):
     assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     assert conn.execute("SELECT COUNT(*) FROM nodes WHERE task_id = ? AND action != 'root'", (tid,)).fetchone()[0] == 0
     assert conn.execute("SELECT COUNT(*) FROM tasks").fetchone()[0] == 1
+
+
+OS_ERRORS = {
+    "an unreadable file": ('raise PermissionError(13, "Permission denied", "/etc/shadow")',
+                           "PermissionError: [Errno 13] Permission denied: '/etc/shadow'"),
+    "a refusal without a file": ('raise PermissionError("not allowed to read the weights")',
+                                 "PermissionError: not allowed to read the weights"),
+    "a missing file": ('open("/no-such-dir/weights.bin", "rb")',
+                       "FileNotFoundError: [Errno 2] No such file or directory: '/no-such-dir/weights.bin'"),
+}
+
+
+@pytest.fixture(scope="module")
+def own_task(tmp_path_factory):
+    """A server of its own, so that these nodes stay out of the hostile test's database."""
+    mcp, svc = build_server(ServerConfig(data_dir=tmp_path_factory.mktemp("os-errors")))
+    tid = svc.register_task(source=SOFTMAX, path=None, name="softmax", search=None, protocol=None,
+                            caller="local").task_id
+    yield mcp, tid
+    svc.close()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", list(OS_ERRORS))
+def test_a_forward_that_raises_an_os_error_is_a_runtime_error_with_its_own_message_and_line(own_task, case):
+    mcp, tid = own_task
+    statement, message = OS_ERRORS[case]
+    source = variant("04").replace("        x = x.contiguous()\n", f"        {statement}\n        x = x.contiguous()\n")
+    line = source.splitlines().index(f"        {statement}") + 1
+
+    async def main():
+        async with Client(mcp) as c:
+            return await c.call_tool("evaluate_kernel", {"task_id": tid, "source": source})
+
+    r = anyio.run(main)
+    assert not r.is_error, r.content[0].text
+    out = r.structured_content
+    assert out["status"] == "runtime_error", out["feedback"]
+    assert message in out["feedback"]
+    assert f"line {line}" in out["feedback"]
+    assert "IncompleteRun" not in out["feedback"] and "exit code" not in out["feedback"]

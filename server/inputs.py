@@ -1,0 +1,91 @@
+"""Caller inputs that Python or the OS would choke on, and server paths kept out of replies.
+
+Runs in the server process. Task paths resolve against the task roots only, and a path that
+is missing and one outside the roots get the same answer, so a caller cannot probe which
+files exist. Sources too deeply nested for Python's parser get a message that says what to
+change. `scrub` replaces the server's own paths (interpreter, packages, data directory, task
+roots, home) in any text sent back to a caller.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+import site
+import sys
+from functools import lru_cache
+from pathlib import Path
+
+from mcp.server.mcpserver.exceptions import ToolError
+
+TOO_DEEP = ("{what} nests too deeply for Python's parser (a very long chained expression, or deeply nested "
+            "lambdas, calls or brackets); split it into several statements of moderate size and send it again")
+NUL = "{what} contains a NUL byte (\\x00); remove it and send it again"
+
+
+def check_parsable(source: str, what: str) -> None:
+    """ToolError if Python cannot even build a syntax tree of `source` for reasons other than a syntax error."""
+    if "\x00" in source:
+        raise ToolError(NUL.format(what=what))
+    try:
+        ast.parse(source)
+    except SyntaxError:
+        return  # reported with its line by the checks that follow
+    except (RecursionError, MemoryError):
+        raise ToolError(TOO_DEEP.format(what=what)) from None
+    except ValueError:
+        raise ToolError(NUL.format(what=what)) from None
+
+
+def missing_task_file(path: str) -> ToolError:
+    return ToolError(f"no readable task file {path!r} inside this server's task roots; give a path relative to a "
+                     "task root (e.g. 'level1/19_ReLU.py'), or send the module's source text instead")
+
+
+def resolve_task_path(path: str, roots: list[Path]) -> Path:
+    """The task file `path` names (relative paths against each root in turn), confined to the roots."""
+    if "\x00" in path:
+        raise ToolError(NUL.format(what="the path"))
+    if not path.strip():
+        raise ToolError("the path is empty; give a path relative to a task root, or the source text")
+    real_roots = [Path(r).resolve() for r in roots]
+    p = Path(path)
+    for candidate in ([p] if p.is_absolute() else [r / p for r in real_roots]):
+        try:
+            resolved = candidate.resolve(strict=True)
+        except (OSError, RuntimeError, ValueError):
+            continue
+        if any(resolved.is_relative_to(r) for r in real_roots) and resolved.is_file():
+            return resolved
+    raise missing_task_file(path)
+
+
+@lru_cache(maxsize=1)
+def _python_prefixes() -> tuple[tuple[str, str], ...]:
+    pairs = [(d, "<site-packages>") for d in site.getsitepackages()]
+    try:
+        pairs.append((site.getusersitepackages(), "<site-packages>"))
+    except AttributeError:
+        pass
+    pairs.append((str(Path(__file__).resolve().parent.parent), "<adaexplore>"))
+    for prefix in {sys.prefix, sys.base_prefix, sys.exec_prefix}:
+        pairs.append((prefix, "<python>"))
+    return tuple(pairs)
+
+
+_TRACE_FILE = re.compile(r'File "(/[^"]*/)([^"/]+)"')
+
+
+def scrub(text: str, extra: tuple[tuple[str, str], ...] = ()) -> str:
+    """`text` without the server's paths: known prefixes become <names>, traceback files their base names."""
+    if not text:
+        return text
+    pairs = list(extra) + list(_python_prefixes())
+    home = os.path.expanduser("~")
+    if home not in ("/", "~"):
+        pairs.append((home, "~"))
+    for prefix, name in sorted(pairs, key=lambda kv: -len(kv[0])):
+        if prefix and len(prefix) > 1 and prefix in text:
+            text = text.replace(prefix, name)
+    return _TRACE_FILE.sub(lambda m: f'File "{m.group(2)}"', text)
