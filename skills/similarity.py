@@ -80,6 +80,7 @@ with warnings.catch_warnings():  # the field name "construct" is part of the pub
         who: list[str] = Field(default_factory=list)
         signatures: list[str] = Field(default_factory=list, exclude=True)
         variants: list[str] = Field(default_factory=list, exclude=True)
+        members: list[str] = Field(default_factory=list)  # rule rows merged into this one
         failures: list[str] = Field(default_factory=list, exclude=True)  # normalized messages it explains
 
 
