@@ -81,7 +81,7 @@ def code_only(code: str) -> str:
             out.append(" " if tok.type == tokenize.NAME else "")
     except (tokenize.TokenError, IndentationError, SyntaxError):
         return "\n".join(line.split("#", 1)[0] for line in code.splitlines())
-    return "".join(out)
+    return re.sub(r"[ \t]*\.[ \t]*(?=[A-Za-z_])", ".", "".join(out))
 
 
 def code_uses(construct: str, source: str) -> bool:

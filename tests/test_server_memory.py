@@ -90,7 +90,9 @@ def test_rule_becomes_active_at_three_distinct_tasks(server):
     o = call(mcp, fn)
     rid = o["same"][0]["rule_id"]
     assert [r["count"] for r in o["same"]] == [1, 1, 1] and not any(r["active"] for r in o["same"])
-    assert rid not in served_ids(o["before"]) and o["before"]["threshold"] == 3
+    before = {r["rule_id"]: r for r in o["before"]["rules"]}
+    assert before[rid]["status"] == "unconfirmed" and o["before"]["threshold"] == 3  # served, marked unconfirmed
+    assert "Unconfirmed rules" in o["before"]["rendered"] and "seen on N occasions" not in o["before"]["rendered"]
     assert o["second"]["merged"] and o["second"]["rule_id"] == rid and o["second"]["count"] == 2
     assert not o["second"]["active"]
     assert o["third"]["rule_id"] == rid and o["third"]["count"] == 3 and o["third"]["active"]
