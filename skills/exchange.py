@@ -10,10 +10,12 @@ lock between batches.
 from __future__ import annotations
 
 import sqlite3
+from dataclasses import dataclass, field
 
-from .keys import rule_keys, wording_hash
-from .merging import add_evidence, add_keys, exists, key_matches, merge, new_rule, root
+from .keys import describe_key, rule_keys
+from .merging import add_evidence, add_keys, exists, first_match, key_matches, merge, new_rule, root, text_key
 from .models import ImportSummary, now
+from .signature import construct_of
 
 EXPORT_FORMAT = "adaexplore-skill-memory"
 
@@ -59,39 +61,74 @@ def check_format(data: dict) -> None:
         raise ValueError(f"not a skill memory export (format {fmt!r}, want {EXPORT_FORMAT!r})")
 
 
-def import_rules(conn: sqlite3.Connection, rules: list[dict], who: str, summary: ImportSummary) -> None:
-    """Import one batch of exported rule rows (their merges into each other come in :func:`import_merges`)."""
+@dataclass
+class Prepared:
+    """An exported rule row with everything derived from its text computed before any lock is taken."""
+
+    row: dict
+    text: str
+    keys: list[str]
+    strong: list[str]
+    construct: str | None
+    evidence: list[tuple[dict, str, str]] = field(default_factory=list)  # (row, text, text key)
+
+
+def prepare_rules(rules: list[dict]) -> list[Prepared]:
+    """Normalize wordings and compute keys, constructs and evidence text keys (no database access)."""
+    out = []
     for rule in rules:
         text = " ".join(str(rule["text"]).split())
-        exported_id = str(rule["id"])
+        err = [k for k in rule.get("keys", []) if k.startswith("err:")]
         own = rule_keys(text)
-        strong = [k for k in [*own[1:], *(k for k in rule.get("keys", []) if k.startswith("err:"))]]
+        prepared = Prepared(rule, text, own + err, [*own[1:], *err], construct_of(text))
+        for e in rule.get("evidence", []):
+            etext = e.get("text") or text
+            prepared.evidence.append((e, etext, text_key(etext)))
+        out.append(prepared)
+    return out
+
+
+def import_rules(conn: sqlite3.Connection, rules: list[Prepared], who: str, summary: ImportSummary) -> None:
+    """Import one batch of prepared rule rows (their merges into each other come in :func:`import_merges`).
+
+    A row joins a stored rule when it has the same id or the same wording; otherwise it is added, and
+    merged into the first rule already stored here (not one of this import) that shares one of its
+    strong keys, unless the export says it was merged into another of its own rows.
+    """
+    imported = set(summary.id_map.values())
+    for p in rules:
+        rule, text = p.row, p.text
+        exported_id = str(rule["id"])
         if exists(conn, exported_id):
             rid, joined = exported_id, True
         else:
-            same = [r for _, r in key_matches(conn, ["w:" + wording_hash(text)])]
+            same = [r for _, r in key_matches(conn, [p.keys[0]])]
             if same:
                 rid, joined = same[0], True
             else:
-                rid = new_rule(conn, text, float(rule.get("created") or now()), rule_id=exported_id)
+                rid = new_rule(conn, text, float(rule.get("created") or now()), rule_id=exported_id,
+                               construct=p.construct)
                 conn.execute("UPDATE skill_rules SET retired=?, pinned=? WHERE id=?",
                              (int(bool(rule.get("retired"))), int(bool(rule.get("pinned"))), rid))
                 joined = bool(rule.get("merged_into"))
                 if not joined:
-                    matches = [(k, r) for k, r in key_matches(conn, strong) if root(conn, r) != rid]
-                    if matches:
-                        key, target = matches[0]
-                        merge(conn, target, [rid], f"import:{who}", f"imported; {key}", now())
-                        joined = True
+                    # Rows of this export that the exporter kept apart stay apart: only rules already here are joined.
+                    for key in p.strong:
+                        target = first_match(conn, key, rid, skip=imported)
+                        if target:
+                            merge(conn, target, [rid], f"import:{who}", f"imported; {describe_key(key)}", now())
+                            joined = True
+                            break
         summary.rules_merged += joined
         summary.rules_added += not joined
         summary.id_map[exported_id] = rid
-        add_keys(conn, rid, own + [k for k in rule.get("keys", []) if k.startswith("err:")])
-        for e in rule.get("evidence", []):
+        imported.add(rid)
+        add_keys(conn, rid, p.keys)
+        for e, etext, tkey in p.evidence:
             summary.evidence_added += add_evidence(
                 conn, rid, e.get("task_id") or "", e.get("node_id") or "", e.get("who") or who,
-                e.get("text") or text, e.get("error_excerpt"), float(e.get("first_seen") or now()),
-                float(e.get("last_seen") or now()))
+                etext, e.get("error_excerpt"), float(e.get("first_seen") or now()),
+                float(e.get("last_seen") or now()), tkey=tkey)
         conn.executemany("INSERT OR IGNORE INTO skill_rule_signatures VALUES (?,?)",
                          [(rid, sig) for sig in rule.get("signatures", [])])
         for c in rule.get("contradictions", []):
@@ -100,9 +137,9 @@ def import_rules(conn: sqlite3.Connection, rules: list[dict], who: str, summary:
                 (rid, c["source_hash"], c.get("task_id"), c.get("node_id"), float(c.get("seen") or now()))).rowcount
 
 
-def import_merges(conn: sqlite3.Connection, rules: list[dict], who: str, summary: ImportSummary) -> None:
+def import_merges(conn: sqlite3.Connection, rules: list[Prepared], who: str, summary: ImportSummary) -> None:
     """Repeat, here, the merges the export had among its rows (a no-op for those already in effect)."""
-    for rule in rules:
+    for rule in (p.row for p in rules):
         into = rule.get("merged_into")
         if not into:
             continue

@@ -76,21 +76,24 @@ def exists(conn: sqlite3.Connection, rule_id: str) -> bool:
     return conn.execute("SELECT 1 FROM skill_rules WHERE id=?", (rule_id,)).fetchone() is not None
 
 
-def new_rule(conn: sqlite3.Connection, text: str, now: float, rule_id: str | None = None) -> str:
+def new_rule(conn: sqlite3.Connection, text: str, now: float, rule_id: str | None = None,
+             construct: str | None = None) -> str:
     """Insert a rule row with this wording; its id is ``rule_id`` or derived from the wording, made unique."""
-    base = hashlib.sha256(text_key(text).encode()).hexdigest()
-    candidate, salt = rule_id or "r-" + base[:10], 0
-    while exists(conn, candidate):
-        salt += 1
-        candidate = "r-" + hashlib.sha256(f"{base}:{salt}".encode()).hexdigest()[:10]
+    candidate, salt, base = rule_id, 0, None
+    if candidate is None or exists(conn, candidate):
+        base = hashlib.sha256(text_key(text).encode()).hexdigest()
+        candidate = rule_id if rule_id and not exists(conn, rule_id) else "r-" + base[:10]
+        while exists(conn, candidate):
+            salt += 1
+            candidate = "r-" + hashlib.sha256(f"{base}:{salt}".encode()).hexdigest()[:10]
     conn.execute("INSERT INTO skill_rules (id, text, construct, created) VALUES (?,?,?,?)",
-                 (candidate, text, construct_of(text), now))
+                 (candidate, text, construct if construct is not None else construct_of(text), now))
     return candidate
 
 
-def add_evidence(conn, rule_id, task_id, node_id, who, text, excerpt, first, last) -> bool:
+def add_evidence(conn, rule_id, task_id, node_id, who, text, excerpt, first, last, tkey: str | None = None) -> bool:
     """Add one evidence row, or widen the seen-interval of the same occasion; True if new."""
-    key = (rule_id, task_id, node_id, who, text_key(text))
+    key = (rule_id, task_id, node_id, who, tkey or text_key(text))
     cur = conn.execute(
         """INSERT INTO skill_evidence (rule_id, task_id, node_id, who, text, text_key, error_excerpt,
            first_seen, last_seen) VALUES (?,?,?,?,?,?,?,?,?)
@@ -105,6 +108,15 @@ def add_evidence(conn, rule_id, task_id, node_id, who, text, excerpt, first, las
 
 def add_keys(conn: sqlite3.Connection, rule_id: str, keys: list[str]) -> None:
     conn.executemany("INSERT OR IGNORE INTO skill_rule_keys VALUES (?,?)", [(rule_id, k) for k in keys])
+
+
+def first_match(conn: sqlite3.Connection, key: str, but: str, skip: set[str] | frozenset = frozenset()) -> str | None:
+    """One stored rule row that has ``key``, outside ``but``'s cluster and not in ``skip`` (None: no such row)."""
+    for (rid,) in conn.execute("SELECT rule_id FROM skill_rule_keys WHERE key=? AND rule_id != ? ORDER BY rule_id",
+                               (key, but)):
+        if rid not in skip and root(conn, rid) != root(conn, but):
+            return rid
+    return None
 
 
 def key_matches(conn: sqlite3.Connection, keys: list[str]) -> list[tuple[str, str]]:

@@ -12,7 +12,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from .keys import constructs, forbidden
+from .concepts import canonical_text, concepts
+from .keys import constructs, forbidden, rule_keys, subject
 from .similarity import tokens, weighted_jaccard
 
 PROPOSE_MIN = 0.12
@@ -26,15 +27,23 @@ _CONTEXT = frozenset({"triton.jit", "triton.language", "triton", "torch", "tl"})
 
 @dataclass(frozen=True)
 class Wording:
+    """What closeness compares of one wording: weighted tokens, constructs, what it forbids and is
+    about, the failure concepts it names and its merge keys (without the wording's own hash)."""
+
     text: str
     toks: dict[str, float]
     cons: frozenset[str]
     bad: str | None
+    subj: str | None = None
+    concepts: frozenset[str] = frozenset()
+    keys: frozenset[str] = frozenset()
 
 
 @lru_cache(maxsize=65536)
 def wording(text: str) -> Wording:
-    return Wording(text, tokens(text), frozenset(c for c in constructs(text) if c not in _CONTEXT), forbidden(text))
+    return Wording(text, tokens(canonical_text(text)), frozenset(c for c in constructs(text) if c not in _CONTEXT),
+                   forbidden(text), subject(text), frozenset(c.name for c in concepts(canonical_text(text))),
+                   frozenset(rule_keys(text)[1:]))
 
 
 @dataclass
@@ -49,17 +58,32 @@ class Candidate:
 
 
 def closeness(a: Wording, b: Wording, shared_signature: bool = False) -> tuple[float, str]:
-    """How close two wordings are (0..~2) and why, in words."""
+    """How close two wordings are (0..~4) and why, in words.
+
+    Weighted token overlap, plus shared constructs, plus the same subject construct, plus the
+    failure concepts both name, plus a merge key both have (evidence that, alone, would merge them).
+    """
     sim = weighted_jaccard(a.toks, b.toks)
     shared = a.cons & b.cons
     union = a.cons | b.cons
     score = sim + (0.4 * len(shared) / len(union) if union else 0.0)
     why = []
-    if a.bad and a.bad == b.bad:
+    same_key = a.keys & b.keys
+    if same_key:
+        score += 1.0
+        why.append("same key " + sorted(same_key)[0])
+    if a.subj and a.subj == b.subj:
+        score += 0.4
+        why.append(f"both about {a.subj}")
+    elif a.bad and a.bad == b.bad:
         score += 0.3
         why.append(f"both forbid {a.bad}")
     elif shared:
         why.append("both name " + ", ".join(sorted(shared)[:4]))
+    both = a.concepts & b.concepts
+    if both:
+        score += 0.3 * len(both) / len(a.concepts | b.concepts)
+        why.append("both say " + ", ".join(sorted(both)))
     if shared_signature:
         score += 0.5
         why.append("explains the same failure signature")

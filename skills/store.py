@@ -24,7 +24,7 @@ from pathlib import Path
 
 from .evidence import code_uses, forbidden_construct, uses_forbidden
 from .exchange import (EXPORT_FORMAT, check_format, export_memory, import_experiences, import_merges,
-                       import_rules)
+                       import_rules, prepare_rules)
 from .keys import constructs, describe_key, error_key, forbidden, names_construct_of, rule_keys, wording_hash
 from .merging import (UnknownMergeError, add_evidence, add_keys, exists, key_matches, merge, new_rule, parents,
                       resolve, root, roots_of, text_key, unmerge, wording_key)
@@ -77,7 +77,7 @@ CREATE TABLE IF NOT EXISTS skill_merges (
     created REAL NOT NULL, undone REAL, undone_by TEXT);
 CREATE INDEX IF NOT EXISTS skill_merges_into ON skill_merges (into_id);
 """
-_SCHEMA_VERSION = 2
+_SCHEMA_VERSION = 3
 
 
 def _is_busy(exc: sqlite3.OperationalError) -> bool:
@@ -158,8 +158,7 @@ class MemoryStore:
             cols = {r[1] for r in conn.execute("PRAGMA table_info(skill_rules)")}
             if "merged_into" not in cols:  # a memory written before merges were recorded
                 conn.execute("ALTER TABLE skill_rules ADD COLUMN merged_into TEXT")
-            for r in conn.execute("""SELECT id, text FROM skill_rules
-                                     WHERE id NOT IN (SELECT rule_id FROM skill_rule_keys)""").fetchall():
+            for r in conn.execute("SELECT id, text FROM skill_rules").fetchall():  # keys of this version
                 add_keys(conn, r["id"], rule_keys(r["text"]))
             conn.execute("INSERT OR REPLACE INTO skill_meta (k, v) VALUES ('schema', ?)", (_SCHEMA_VERSION,))
 
@@ -480,23 +479,28 @@ class MemoryStore:
         with self._conn() as conn:
             return export_memory(conn, self.threshold)
 
+    def _batch(self, work) -> None:
+        """One import batch in its own write transaction, then a pause at least as long as the lock was held,
+        so that a writer waiting meanwhile (``record_failure``, ``evaluate_kernel``) gets its turn."""
+        t0 = time.perf_counter()
+        with self._tx() as conn:
+            work(conn)
+        time.sleep(max(self.import_pause_s, time.perf_counter() - t0))
+
     def import_(self, data: dict, who: str) -> ImportSummary:
         """Merge an export into this memory in bounded batches; importing the same file twice changes nothing.
 
-        Each batch is one short write transaction and the import pauses between batches, so other
+        Wordings are analysed before any lock is taken; each batch is then one short write transaction,
+        and the import pauses between batches for at least as long as the batch held the lock, so other
         writers are never kept waiting for the whole import.
         """
         check_format(data)
         summary = ImportSummary()
-        rules = list(data.get("rules", []))
+        rules = prepare_rules(list(data.get("rules", [])))  # the costly part, outside any lock
         exps = list(data.get("experiences", []))
         for step in (lambda c, b: import_rules(c, b, who, summary), lambda c, b: import_merges(c, b, who, summary)):
             for i in range(0, len(rules), self.import_batch):
-                with self._tx() as conn:
-                    step(conn, rules[i:i + self.import_batch])
-                time.sleep(self.import_pause_s)
+                self._batch(lambda conn: step(conn, rules[i:i + self.import_batch]))
         for i in range(0, len(exps), self.import_batch * 4):
-            with self._tx() as conn:
-                import_experiences(conn, exps[i:i + self.import_batch * 4], who, summary)
-            time.sleep(self.import_pause_s)
+            self._batch(lambda conn: import_experiences(conn, exps[i:i + self.import_batch * 4], who, summary))
         return summary

@@ -332,12 +332,50 @@ def host_tensor_arg_as_python_list():
 
 
 @case
-def cpu_tensor_numpy_in_kernel():
+def exp_of_integer_block():
     @triton.jit
     def k(x_ptr, y_ptr, BLOCK: tl.constexpr):
         o = tl.arange(0, BLOCK)
         x = tl.load(x_ptr + o)
         tl.store(y_ptr + o, tl.exp(x.to(tl.int32)))
+    x = torch.randn(16)
+    k[(1,)](x, torch.empty_like(x), BLOCK=16)
+
+
+@case
+def arange_start_not_below_end():
+    @triton.jit
+    def k(y_ptr, BLOCK: tl.constexpr):
+        o = tl.arange(BLOCK, 0)
+        tl.store(y_ptr + o, o.to(tl.float32))
+    k[(1,)](torch.empty(16), BLOCK=16)
+
+
+@case
+def zeros_shape_not_power_of_two():
+    @triton.jit
+    def k(y_ptr, BLOCK: tl.constexpr):
+        acc = tl.zeros((BLOCK,), dtype=tl.float32)
+        tl.store(y_ptr + tl.arange(0, 16), tl.sum(acc, axis=0))
+    k[(1,)](torch.empty(16), BLOCK=12)
+
+
+@case
+def full_runtime_shape():
+    @triton.jit
+    def k(y_ptr, n, BLOCK: tl.constexpr):
+        m = tl.full((n,), -float("inf"), tl.float32)
+        tl.store(y_ptr + tl.arange(0, BLOCK), tl.max(m, axis=0))
+    k[(1,)](torch.empty(16), 16, BLOCK=16)
+
+
+@case
+def where_condition_float():
+    @triton.jit
+    def k(x_ptr, y_ptr, BLOCK: tl.constexpr):
+        o = tl.arange(0, BLOCK)
+        x = tl.load(x_ptr + o)
+        tl.store(y_ptr + o, tl.where(x, x, 0.0))
     x = torch.randn(16)
     k[(1,)](x, torch.empty_like(x), BLOCK=16)
 
