@@ -201,8 +201,9 @@ def register_tools(mcp: MCPServer, svc: Service) -> None:
             "this occasion then counts for that rule"))] = None,
     ) -> RecordFailureResult:
         """Submit a rule distilled from a failure. The server merges it by itself only on strong evidence (the
-        same wording, the same forbidden construct with the same fix, or the same error naming the construct),
-        and lists every rule it merged. Otherwise the answer lists up to 3 `closest` stored rules: if one of them
+        same wording; the same construct with the same named failure, e.g. tl.arange + constexpr; the same
+        forbidden construct with the same fix; or the same error naming the construct), and lists every rule it
+        merged. Otherwise the answer lists up to 3 `closest` stored rules: if one of them
         says the same thing (same mistake, same fix, in other words), call record_failure again with the same
         arguments plus same_as=<its rule_id>. Do not use same_as for a rule about a different mistake on the same
         API (two different tl.dot mistakes are two rules)."""
