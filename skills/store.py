@@ -25,7 +25,7 @@ from pathlib import Path
 from .evidence import code_uses, forbidden_construct, uses_forbidden
 from .exchange import (EXPORT_FORMAT, check_format, export_memory, import_experiences, import_merges,
                        import_rules, prepare_rules)
-from .keys import constructs, describe_key, error_key, forbidden, names_construct_of, rule_keys, wording_hash
+from .keys import constructs, describe_key, error_key, forbidden, names_construct_of, rule_keys
 from .merging import (UnknownMergeError, add_evidence, add_keys, exists, key_matches, merge, new_rule, parents,
                       resolve, root, roots_of, text_key, unmerge, wording_key)
 from .models import (CloseRule, GroupMember, ImportSummary, MemoryBusyError, MemoryView, MergeOutcome,

@@ -1,12 +1,14 @@
 """Write the labeled rule corpus ``rules.jsonl`` of the skill-memory benchmark.
 
 Runs on the local machine, once, after ``make_errors.py`` (its ``errors.json`` holds the error
-texts). Every rule below was written by hand, in many voices: terse and wordy, do-first and
+texts of the interpreter, ``errors_gpu.json`` those of the GPU for the cases that are silent in the
+interpreter). Every rule below was written by hand, in many voices: terse and wordy, do-first and
 don't-first, code-heavy and prose-only. Its label is its group: rules of one group describe the
 same mistake with the same fix; groups that share an API (three tl.dot mistakes, two masking
 mistakes, a masked max's fill value vs a running max's start value, three constexpr mistakes)
 must stay apart. A rule marked 1 carries the real error text of its group's failing kernel
-(when that kernel raised one in the interpreter), as an agent that read the failure would.
+(when that kernel raised one in the interpreter, or else on the GPU), as an agent that read the
+failure would.
 
     python benchmarks/memory_corpus/build_rules.py
 """
@@ -90,12 +92,12 @@ G = {
  ("Avoid .item() in device code; use the tl.load result as is.", 0),
  ("Don't convert loaded values with .item() in kernels: tl.load(ptr) is already the scalar you want.", 0),
 ]),
-"dot_min16": (None, [
+"dot_min16": ("dot_too_small", [
  ("tl.dot needs every dimension (M, N, K) to be at least 16; use BLOCK sizes >= 16.", 0),
  ("Do not use tl.dot on 8x8 tiles: the tile sizes must be 16 or more in each dimension.", 0),
  ("For tl.dot, pick BLOCK_M, BLOCK_N and BLOCK_K of at least 16.", 0),
- ("Small blocks (< 16) break tl.dot on the GPU; keep M, N, K >= 16 or use tl.sum of a broadcast product.", 0),
- ("tl.dot's minimum tile is 16 in each of M, N, K.", 0),
+ ("Small blocks (< 16) break tl.dot on the GPU; keep M, N, K >= 16 or use tl.sum of a broadcast product.", 1),
+ ("tl.dot's minimum tile is 16 in each of M, N, K.", 1),
  ("Never size a tl.dot tile below 16 along any dimension.", 0),
 ]),
 "dot_dtype": ("dot_mixed_dtypes", [
@@ -151,11 +153,11 @@ G = {
  ("Never seed the running max of a streaming reduction with 0.0.", 0),
  ("Use -inf as the initial value of the running max in tl.maximum(m, tl.max(x, axis=0)) loops.", 0),
 ]),
-"if_tensor": (None, [
+"if_tensor": ("python_if_on_tensor", [
  ("Use tl.where(cond, a, b) instead of a Python if on tensor values.", 0),
  ("Do not branch with a Python if on a block of values; select with tl.where.", 0),
- ("Data-dependent if statements on tensors are wrong in Triton kernels; use tl.where.", 0),
- ("Replace `if x > 0:` on a loaded tile with tl.where(x > 0, ...).", 0),
+ ("Data-dependent if statements on tensors are wrong in Triton kernels; use tl.where.", 1),
+ ("Replace `if x > 0:` on a loaded tile with tl.where(x > 0, ...).", 1),
  ("Never write a Python if on tensor values inside a kernel; use tl.where.", 0),
  ("Elementwise conditions go through tl.where, not Python if.", 0),
 ]),
@@ -248,13 +250,13 @@ G = {
  ("Lists are not pointers: build a torch.tensor on the device before the launch.", 1),
  ("Convert host-side Python sequences to torch.tensor before passing them to kernel[grid](...).", 0),
 ]),
-"static_range_constexpr": (None, [
+"static_range_constexpr": ("static_range_runtime_bound", [
  ("tl.static_range needs a constexpr bound; use range() for loops bounded by a runtime argument.", 0),
- ("Do not unroll with tl.static_range(n) when n is a runtime int; mark n tl.constexpr or use range(n).", 0),
+ ("Do not unroll with tl.static_range(n) when n is a runtime int; mark n tl.constexpr or use range(n).", 1),
  ("tl.static_range is compile-time unrolling: its bound must be tl.constexpr.", 0),
- ("Never give tl.static_range a runtime loop count.", 0),
+ ("Never give tl.static_range a runtime loop count.", 1),
  ("Unrolled loops (tl.static_range) only take constexpr bounds; plain range() handles runtime bounds.", 0),
- ("static_range over a kernel argument is wrong unless the argument is declared tl.constexpr.", 0),
+ ("static_range over a kernel argument is wrong unless the argument is declared tl.constexpr.", 1),
  ("Use range(n) (not tl.static_range(n)) for runtime trip counts.", 0),
 ]),
 "contiguous_strides": (None, [
@@ -312,8 +314,8 @@ LATER = {
 "item_in_kernel": (None, [
  ("`.item()` has no meaning in Triton device code; the loaded value is already usable.", 0),
 ]),
-"dot_min16": (None, [
- ("tl.dot requires M, N, K >= 16; 8-wide tiles are rejected on the GPU.", 0),
+"dot_min16": ("dot_too_small", [
+ ("tl.dot requires M, N, K >= 16; 8-wide tiles are rejected on the GPU.", 1),
 ]),
 "dot_dtype": ("dot_mixed_dtypes", [
  ("tl.dot inputs must share one dtype: a fp16 tile times a fp32 tile is rejected; cast the fp32 one.", 1),
@@ -333,8 +335,8 @@ LATER = {
 "running_max": (None, [
  ("Online softmax: m = -inf initially, not zero, or rows of negative logits break.", 0),
 ]),
-"if_tensor": (None, [
- ("Python `if` can't branch per element on a Triton tensor; compute both sides and pick with tl.where.", 0),
+"if_tensor": ("python_if_on_tensor", [
+ ("Python `if` can't branch per element on a Triton tensor; compute both sides and pick with tl.where.", 1),
 ]),
 "max_builtin": (None, [
  ("builtin max() isn't elementwise on Triton blocks; tl.maximum is.", 0),
@@ -405,17 +407,30 @@ LATER = {
 ]),
 }
 errs = json.load(open("benchmarks/memory_corpus/errors.json"))["cases"]
+gpu_errs = json.load(open("benchmarks/memory_corpus/errors_gpu.json"))["cases"]
+
+
+def error_of(case):
+    """The error the case's kernel raised: in the interpreter, else on the GPU (None: silent on both)."""
+    for where, table in (("interpreter", errs), ("gpu", gpu_errs)):
+        e = table.get(case) if case else None
+        if e and e["error_class"] and e["error_class"] != "AssertionError":
+            return {**e, "where": where}
+    return None
+
+
 n = 0
 with open("benchmarks/memory_corpus/rules.jsonl", "w") as f:
     for part, groups in (("first", G), ("later", LATER)):
         for group, (case, rules) in groups.items():
             for text, with_err in rules:
-                e = errs.get(case) if case else None
+                e = error_of(case)
                 rec = {"group": group, "text": text, "set": part}
-                if with_err and e and e["error_class"] and e["error_class"] != "AssertionError":
+                if with_err and e:
                     rec["error_class"] = e["error_class"]
                     rec["error"] = e["message"]
                     rec["case"] = case
+                    rec["where"] = e["where"]
                 f.write(json.dumps(rec) + "\n")
                 n += 1
 print(f"{n} rules in {len(set(G) | set(LATER))} groups")

@@ -1,13 +1,19 @@
 """Produce the error texts of the labeled rule corpus by running small broken kernels.
 
-Runs on the local machine in one Python process with the Triton CPU interpreter
-(``TRITON_INTERPRET=1``, set below before Triton is imported). Each case launches one
+Runs in one Python process, either on the local machine with the Triton CPU interpreter
+(``TRITON_INTERPRET=1``, set below before Triton is imported), or with ``--gpu`` on a machine
+with a CUDA GPU (tensors created on it, kernels compiled for it). Each case launches one
 kernel that makes one mistake; the exception class and message it raises are written to
-``errors.json`` beside this script, keyed by the case name, with the Triton and torch
-versions. A case that raises nothing is recorded with ``error_class: null`` (a silent
-mistake: the rules about it carry no error text).
+``errors.json`` (interpreter) or ``errors_gpu.json`` (GPU) beside this script, keyed by the
+case name, with the Triton and torch versions. A case that raises nothing is recorded with
+``error_class: null`` (a silent mistake there).
 
-    python benchmarks/memory_corpus/make_errors.py
+    python benchmarks/memory_corpus/make_errors.py            # interpreter
+    python benchmarks/memory_corpus/make_errors.py --gpu --only dot_too_small,item_in_kernel,load_without_mask,\
+        python_if_on_tensor,python_max_on_tensors,static_range_runtime_bound,where_condition_float
+
+The recorded ``errors_gpu.json`` holds the cases that are silent in the interpreter (the second
+command), run on an H200 (torch 2.11.0+cu130, Triton 3.6.0).
 """
 
 from __future__ import annotations
@@ -18,14 +24,18 @@ import sys
 import traceback
 from pathlib import Path
 
-os.environ["TRITON_INTERPRET"] = "1"
+GPU = "--gpu" in sys.argv
+if not GPU:
+    os.environ["TRITON_INTERPRET"] = "1"
 
 import torch  # noqa: E402
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 from triton.language.extra import libdevice  # noqa: E402
 
-OUT = Path(__file__).with_name("errors.json")
+OUT = Path(__file__).with_name("errors_gpu.json" if GPU else "errors.json")
+if GPU:
+    torch.set_default_device("cuda")
 CASES: dict[str, callable] = {}
 
 
@@ -381,10 +391,17 @@ def where_condition_float():
 
 
 def main() -> int:
-    out = {"triton": triton.__version__, "torch": torch.__version__, "interpreter": True, "cases": {}}
+    out = {"triton": triton.__version__, "torch": torch.__version__, "interpreter": not GPU, "cases": {}}
+    if GPU:
+        out["device"] = torch.cuda.get_device_name()
+    only = sys.argv[sys.argv.index("--only") + 1].split(",") if "--only" in sys.argv else list(CASES)
     for name, fn in CASES.items():
+        if name not in only:
+            continue
         try:
             fn()
+            if GPU:
+                torch.cuda.synchronize()
             entry = {"error_class": None, "message": None}
         except Exception as exc:  # noqa: BLE001 - the failure is what we record
             entry = {"error_class": type(exc).__name__, "message": str(exc).strip()[:1500],
