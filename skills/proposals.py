@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from .concepts import canonical_text, concepts
-from .keys import constructs, forbidden, rule_keys, subject
+from .keys import constructs, describe_key, forbidden, rule_keys, subject
 from .similarity import tokens, weighted_jaccard
 
 PROPOSE_MIN = 0.12
@@ -71,7 +71,7 @@ def closeness(a: Wording, b: Wording, shared_signature: bool = False) -> tuple[f
     same_key = a.keys & b.keys
     if same_key:
         score += 1.0
-        why.append("same key " + sorted(same_key)[0])
+        why.append(describe_key(sorted(same_key)[0]))
     if a.subj and a.subj == b.subj:
         score += 0.4
         why.append(f"both about {a.subj}")
