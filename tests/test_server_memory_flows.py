@@ -84,6 +84,9 @@ def test_six_lessons_from_six_failures_are_six_rules_each_served_in_its_own_word
         rule = served[answers[name]["rule_id"]]
         assert rule["text"] == lesson and rule["status"] == "unconfirmed" and rule["count"] == 1
         assert lesson in memory["rendered"]
+    # A lesson is tied to its node's failure only when that failure is about what the lesson names.
+    assert answers["tanh"]["link"] is None
+    assert "not linked" in answers["linear"]["link"] and "nn.Linear" in answers["linear"]["link"]
     # Rules about different mistakes are offered as close ones at most, never folded in.
     pow2 = answers["pow2"]
     assert all(c["rule_id"] != pow2["rule_id"] for c in pow2["closest"])
