@@ -169,7 +169,8 @@ class RuleInfo(Out):
     rule_id: int | str
     text: str
     count: int = 0
-    active: bool = True
+    active: bool = Field(True, description="confirmed: seen on at least `threshold` distinct tasks")
+    status: Literal["confirmed", "unconfirmed"] = "confirmed"
 
 
 class SignatureInfo(Out):
@@ -201,6 +202,7 @@ class RuleDetail(Out):
     retired: bool
     tasks: list[str] = Field(description="tasks it was seen on")
     who: list[str]
+    members: list[str] = Field([], description="rules merged into this one (each keeps its wording and evidence)")
 
 
 class MemoryDocument(Out):
@@ -231,6 +233,14 @@ class SynthesisResult(Out):
     format_example: str = Field(description="the skeleton of a task file")
 
 
+class CloseRuleInfo(Out):
+    rule_id: str
+    text: str
+    count: int
+    active: bool
+    why: str = Field(description="what the two rules have in common")
+
+
 class RecordFailureResult(Out):
     rule_id: int | str | None
     merged: bool
@@ -238,3 +248,40 @@ class RecordFailureResult(Out):
     count: int
     active: bool
     reason: str | None = None
+    merged_rules: list[str] = Field([], description="every rule this call merged into rule_id")
+    merge_ids: list[str] = Field([], description="the merges this call made (unmerge_rules undoes one)")
+    link: str | None = Field(None, description="set when the failure given was not linked to the rule, and why")
+    closest: list[CloseRuleInfo] = Field(
+        [], description="up to 3 other stored rules closest to this one; if one says the same thing, call "
+                        "record_failure again with the same rule and same_as=<its rule_id>")
+
+
+class GroupMemberInfo(Out):
+    rule_id: str
+    text: str
+    count: int
+    active: bool
+    why: str
+
+
+class RuleGroup(Out):
+    rules: list[GroupMemberInfo]
+
+
+class RuleGroupsResult(Out):
+    groups: list[RuleGroup] = Field(description="groups of rules that look alike, largest first")
+    total_rules: int
+
+
+class MergeRulesResult(Out):
+    merge_id: str = Field(description="pass it to unmerge_rules to undo this merge")
+    rule_id: str = Field(description="the rule the others were merged into")
+    members: list[str] = Field(description="the rules merged into it")
+    text: str
+    count: int
+    active: bool
+
+
+class UnmergeResult(Out):
+    merge_id: str
+    rules: list[RuleDetail] = Field(description="the rule merged into, then the rules restored")

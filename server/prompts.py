@@ -1,4 +1,7 @@
-"""MCP prompts (slash commands in clients): the optimize loop and the adapt loop."""
+"""MCP prompts (slash commands in clients): the optimize loop, the adapt loop and the distill pass.
+
+Runs in the server process; each prompt is a text with the tools to call, in order.
+"""
 
 from __future__ import annotations
 
@@ -18,7 +21,8 @@ Loop until the budget is used up or {steps} steps are done:
    and feedback; the next small step on that node is the repair path. If the status is 'pending',
    poll get_node(node_id) until it is done.
 5. When a failure taught you something general (an API misuse, a constexpr rule, a dtype trap), call
-   record_failure with a one-sentence rule and the node_id.
+   record_failure with a one-sentence rule and the node_id. If its answer lists a `closest` rule that says
+   the same thing in other words, call it again with same_as=<that rule_id>.
 6. Repeat from 2. Never game the checks (no reuse of the reference, no caching outputs, no other streams).
 At the end call best_candidates(task_id, include_code=true) and report the best kernel and its speedup."""
 
@@ -38,12 +42,27 @@ has been seen on enough distinct tasks. Work in rounds of {count} tasks:
 4. For every failed kernel, find the root cause in the feedback and call record_failure(rule=..., node_id=...)
    with one short, general sentence: "do X, not Y", naming the API involved (e.g. "Do not call
    tl.float32(x); use x.to(tl.float32)"). Skip failures that are plain numerical mismatches of your own logic.
-   Equivalent rules are merged and counted once per task.
+   Equivalent rules are merged and counted once per task. If the answer lists `closest` rules and one of them
+   says the same thing, call record_failure again with same_as=<its rule_id>.
 5. Call get_skill_memory(include_candidates=true) again and compare the counts with the previous round.
    Start another round (from step 2, with new tasks) while new rules keep appearing or candidates keep
    gaining occasions; stop when a round adds no new rule and activates no candidate: the memory has stopped
    growing.
 6. Finish with get_skill_memory and summarize which rules became active and which candidates are close."""
+
+
+DISTILL = """You are deduplicating the team's skill memory (the distill pass) with the adaexplore tools.
+Rules are written by many agents in many words; the memory is only useful if one mistake is one rule.
+1. Call list_rule_groups(limit={limit}). Each group holds stored rules that look alike, with why.
+2. For each group, decide which rules say the SAME thing: the same mistake with the same fix, in other words.
+   Look-alike is not enough. Keep apart rules about different mistakes on the same API (tl.dot operand
+   sizes vs tl.dot operand dtypes; a missing load mask vs a mask of the wrong shape; the fill value of a
+   masked max vs the start value of a running max).
+3. For each set of rules that are one, call merge_rules(rule_ids=[...], reason="...") with a short reason;
+   pass into=<rule_id> to keep the clearest wording. Every member keeps its evidence and counts.
+4. If a merge was wrong, call unmerge_rules(merge_id) with the merge_id it returned.
+5. Call list_rule_groups again and repeat until the groups left hold only rules that differ.
+6. Finish with get_skill_memory and report the merges you made (merge ids, rules) and the groups you left."""
 
 
 def register_prompts(mcp: MCPServer) -> None:
@@ -56,3 +75,7 @@ def register_prompts(mcp: MCPServer) -> None:
     @mcp.prompt(title="Adapt the skill memory", description="attempt tasks and distill failures into rules")
     def adapt(count: str = "5") -> str:
         return ADAPT.format(count=count or "5")
+
+    @mcp.prompt(title="Distill the skill memory", description="merge rules that say the same thing, keep the rest apart")
+    def distill(limit: str = "20") -> str:
+        return DISTILL.format(limit=limit or "20")

@@ -10,7 +10,7 @@ import random
 from mcp.server.mcpserver.exceptions import ToolError
 
 from .memory import MemoryAdapter
-from .models import OperatorInfo, RecordFailureResult, SkillMemoryResult, SynthesisResult
+from .models import OperatorInfo, RecordFailureResult, RuleGroupsResult, SkillMemoryResult, SynthesisResult
 from .service_tree import TreeOps
 
 
@@ -50,11 +50,12 @@ class MemoryOps(TreeOps):
             instructions=instructions, format_example=brief.format_example)
 
     def record_failure(self, *, rule: str, node_id: str | None, task_id: str | None, error_excerpt: str | None,
-                       caller: str) -> RecordFailureResult:
+                       caller: str, same_as: str | None = None) -> RecordFailureResult:
         if not rule.strip():
             raise ToolError("'rule' is empty; state the validity rule in one sentence (do X, not Y)")
+        code = None
         if node_id is not None:
-            node = self.store.get_node(node_id, with_source=False)
+            node = self.store.get_node(node_id, with_source=True)
             if node is None:
                 raise ToolError(f"unknown node_id {node_id!r}; omit it or pass a node of the failure")
             if task_id is not None and task_id != node["task_id"]:
@@ -62,6 +63,11 @@ class MemoryOps(TreeOps):
             task_id = node["task_id"]
             if error_excerpt is None and node["feedback"]:
                 error_excerpt = node["feedback"][:500]
+            code = node.get("source")
         elif task_id is not None:
             self._task(task_id)
-        return self.memory.record_rule(rule.strip(), caller, task_id, node_id, error_excerpt)
+        return self.memory.record_rule(rule.strip(), caller, task_id, node_id, error_excerpt, same_as=same_as,
+                                       node_code=code)
+
+    def rule_groups(self, limit: int) -> RuleGroupsResult:
+        return self.memory.groups(limit)

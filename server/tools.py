@@ -27,18 +27,21 @@ from .models import (
     ImportMemoryResult,
     ListTasksResult,
     MemoryDocument,
+    MergeRulesResult,
     NodeId,
     NodeInfo,
     ProtocolOverrides,
     RecordFailureResult,
     RegisterTaskResult,
     RuleDetail,
+    RuleGroupsResult,
     SearchOverrides,
     SkillMemoryResult,
     Source,
     SynthesisResult,
     TaskId,
     TreeSummary,
+    UnmergeResult,
 )
 from .service import Service
 
@@ -52,6 +55,9 @@ APPEND = ToolAnnotations(read_only_hint=False, idempotent_hint=False, destructiv
 # retire_rule / edit_rule: change a rule in place (a retired rule is no longer served; an edit replaces the
 # wording); repeating the call leaves the same state.
 CHANGE_RULE = ToolAnnotations(read_only_hint=False, idempotent_hint=True, destructive_hint=True,
+                              open_world_hint=False)
+# merge_rules / unmerge_rules: each call makes or undoes one recorded merge.
+MERGE_RULES = ToolAnnotations(read_only_hint=False, idempotent_hint=False, destructive_hint=False,
                               open_world_hint=False)
 # import_memory: merges counts; importing the same document again adds nothing.
 MERGE = ToolAnnotations(read_only_hint=False, idempotent_hint=True, destructive_hint=False, open_world_hint=False)
@@ -174,13 +180,15 @@ def register_tools(mcp: MCPServer, svc: Service) -> None:
     async def get_skill_memory(
         task_id: Annotated[str | None, Field(max_length=100, description="rank rules by relevance to it")] = None,
         token_budget: Annotated[int, Field(ge=50, le=20000, description="size limit of `rendered`")] = 1500,
-        include_candidates: Annotated[bool, Field(description="also rules not yet seen on enough distinct "
-                                                              "tasks to be active")] = False,
+        include_candidates: Annotated[bool, Field(description="also unconfirmed rules (seen on fewer distinct tasks "
+                                                              "than the threshold), marked and ranked below the "
+                                                              "confirmed ones")] = True,
         include_signatures: Annotated[bool, Field(description="also frequent failure signatures that no rule "
                                                               "explains yet")] = False,
     ) -> SkillMemoryResult:
-        """The team's validity rules (distilled from past failures), ranked by relevance to the task and frequency,
-        with a ready-to-paste rendering and the memory's counts."""
+        """The team's validity rules (distilled from past failures): confirmed ones first, then unconfirmed ones
+        (yours and the team's, marked), each ranked by relevance to the task and frequency, with a ready-to-paste
+        rendering and the memory's counts."""
         caller("read")
         return await run(svc.skill_memory, task_id, token_budget, include_candidates, include_signatures)
 
@@ -191,11 +199,53 @@ def register_tools(mcp: MCPServer, svc: Service) -> None:
         node_id: Annotated[str | None, Field(max_length=100, description="the failing node it explains")] = None,
         task_id: Annotated[str | None, Field(max_length=100)] = None,
         error_excerpt: Annotated[str | None, Field(max_length=MAX_EXCERPT_CHARS)] = None,
+        same_as: Annotated[str | None, Field(max_length=MAX_ID_CHARS, description=(
+            "the rule_id of a stored rule that says the same thing (taken from `closest` of an earlier answer): "
+            "this occasion then counts for that rule"))] = None,
     ) -> RecordFailureResult:
-        """Submit a rule distilled from a failure; the server merges it with equivalent rules and counts it."""
+        """Submit a rule distilled from a failure. The server merges it by itself only on strong evidence (the
+        same wording; the same construct with the same named failure, e.g. tl.arange + constexpr; the same
+        forbidden construct with the same fix; or the same error naming the construct), and lists every rule it
+        merged. Otherwise the answer lists up to 3 `closest` stored rules: if one of them
+        says the same thing (same mistake, same fix, in other words), call record_failure again with the same
+        arguments plus same_as=<its rule_id>. Do not use same_as for a rule about a different mistake on the same
+        API (two different tl.dot mistakes are two rules)."""
         who = caller("write")
         return await run(svc.record_failure, rule=rule, node_id=node_id, task_id=task_id,
-                         error_excerpt=error_excerpt, caller=who)
+                         error_excerpt=error_excerpt, caller=who, same_as=same_as)
+
+    @mcp.tool(annotations=READ, title="Groups of look-alike rules")
+    async def list_rule_groups(
+        limit: Annotated[int, Field(ge=1, le=100, description="at most this many groups")] = 20,
+    ) -> RuleGroupsResult:
+        """Groups of stored rules that look alike (shared constructs, similar wording, the same failures), largest
+        first, for the distill pass: merge with merge_rules the rules of a group that say the same thing."""
+        caller("read")
+        return await run(svc.rule_groups, limit)
+
+    @mcp.tool(annotations=MERGE_RULES, title="Merge rules")
+    async def merge_rules(
+        rule_ids: Annotated[list[RuleId], Field(min_length=1, max_length=50, description="rules that say the "
+                                                                                          "same thing")],
+        into: Annotated[str | None, Field(max_length=MAX_ID_CHARS, description="the rule to keep (default: the "
+                                                                                "most frequent)")] = None,
+        reason: Annotated[str | None, Field(max_length=500, description="why they are one rule")] = None,
+    ) -> MergeRulesResult:
+        """Merge rules you judged to say the same thing into one. Every member keeps its wording, evidence and
+        count (the merged rule counts their distinct tasks); the merge is recorded with who made it and can be
+        undone with unmerge_rules(merge_id)."""
+        who = caller("write")
+        return await run(svc.memory.merge, rule_ids, into, reason, who)
+
+    @mcp.tool(annotations=MERGE_RULES, title="Undo a merge")
+    async def unmerge_rules(
+        merge_id: Annotated[str, Field(min_length=1, max_length=MAX_ID_CHARS, description="from merge_rules or "
+                                                                                          "record_failure")],
+    ) -> UnmergeResult:
+        """Undo one merge: the rules it merged are separate rules again, with their own wording, evidence and
+        counts."""
+        who = caller("write")
+        return await run(svc.memory.unmerge, merge_id, who)
 
     @mcp.tool(annotations=CHANGE_RULE, title="Retire a rule")
     async def retire_rule(rule_id: RuleId) -> RuleDetail:

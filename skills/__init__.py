@@ -1,12 +1,15 @@
-"""Skill memory: failure signatures, rule merging, the team-wide store, synthesis briefs."""
+"""Skill memory: failure signatures, rule merge keys and proposals, the team-wide store, synthesis briefs.
+
+Imported by the server process and the ``adaexplore memory`` command; never imports the evaluator,
+the search or the server."""
 
 from .signature import construct_of, normalize_message, signature
-from .similarity import MergeDecision, RuleView, match_rule
+from .similarity import RuleView
 from .store import ImportSummary, MemoryStore, MemoryView, RecordOutcome, UnknownRuleError
 
 __all__ = [
-    "ImportSummary", "MemoryStore", "MemoryView", "MergeDecision", "RecordOutcome", "RuleView", "SynthesisBrief",
-    "UnknownRuleError", "construct_of", "match_rule", "normalize_message", "operators", "signature",
+    "ImportSummary", "MemoryStore", "MemoryView", "RecordOutcome", "RuleView", "SynthesisBrief",
+    "UnknownRuleError", "construct_of", "normalize_message", "operators", "signature",
     "synthesis_brief",
 ]
 

@@ -1,9 +1,15 @@
-"""Checking a rule's forbidden construct against the source of a correct kernel."""
+"""Checking a rule's forbidden construct against kernel source: contradictions and node links.
+
+Runs in the process that owns a ``MemoryStore``. Only code counts: a construct named in a
+comment, a string or a function's own name (``def gelu_tanh``) is not a use of it.
+"""
 
 from __future__ import annotations
 
 import ast
+import io
 import re
+import tokenize
 
 from .signature import TL_DTYPES, construct_family, construct_of, forbidden_part
 
@@ -56,8 +62,37 @@ def kernel_code(source: str) -> str:
     return "\n".join(parts) if parts else source
 
 
-def _strip_comments(code: str) -> str:
-    return "\n".join(line.split("#", 1)[0] for line in code.splitlines())
+def code_only(code: str) -> str:
+    """``code`` without comments, string literals and the names after ``def``/``class``."""
+    out: list[str] = []
+    try:
+        prev = ""
+        for tok in tokenize.generate_tokens(io.StringIO(code).readline):
+            if tok.type in (tokenize.COMMENT, tokenize.STRING) or tok.type == getattr(tokenize, "FSTRING_MIDDLE", -1):
+                out.append('""' if tok.type == tokenize.STRING else " ")
+            elif tok.type == tokenize.NAME and prev in ("def", "class"):
+                out.append("_")
+            elif tok.type in (tokenize.NEWLINE, tokenize.NL):
+                out.append("\n")
+            else:
+                out.append(tok.string)
+            if tok.type == tokenize.NAME or tok.type == tokenize.OP:
+                prev = tok.string
+            out.append(" " if tok.type == tokenize.NAME else "")
+    except (tokenize.TokenError, IndentationError, SyntaxError):
+        return "\n".join(line.split("#", 1)[0] for line in code.splitlines())
+    return re.sub(r"[ \t]*\.[ \t]*(?=[A-Za-z_])", ".", "".join(out))
+
+
+def code_uses(construct: str, source: str) -> bool:
+    """True when ``source`` uses ``construct`` (``tl.tanh``, ``.item``, ``max``) in code."""
+    if not construct or not source:
+        return False
+    if construct.startswith("."):
+        pattern = re.compile(re.escape(construct) + r"\s*\(")
+    else:
+        pattern = re.compile(r"(?<![\w.])" + re.escape(construct).replace(r"\.", r"\s*\.\s*") + r"(?!\w)")
+    return pattern.search(code_only(source)) is not None
 
 
 def uses_forbidden(rule_text: str, source: str) -> bool:
@@ -74,4 +109,4 @@ def uses_forbidden(rule_text: str, source: str) -> bool:
         code = "\n".join(l for l in source.splitlines() if not l.lstrip().startswith(("import ", "from ")))
     else:
         code = kernel_code(source)
-    return pattern.search(_strip_comments(code)) is not None
+    return pattern.search(code_only(code)) is not None

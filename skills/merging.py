@@ -1,21 +1,25 @@
-"""Rule identity and merging inside a write transaction: new rules, evidence, folding clusters.
+"""Rule identity and merging inside a write transaction: rule rows, evidence, keys, merges and their undo.
 
-Every function takes an open connection of a ``BEGIN IMMEDIATE`` transaction (see
+Runs in the process that owns a ``MemoryStore`` (the server, or the ``adaexplore memory``
+command). Every function takes an open connection of a ``BEGIN IMMEDIATE`` transaction (see
 ``store.MemoryStore._tx``) and never commits itself.
+
+A *rule row* holds one wording. Rows that say the same thing form a cluster: every row but the
+cluster's root points to it through ``merged_into``. A merge only sets ``merged_into`` and writes a
+``skill_merges`` record (who, when, why, which rows), so nothing of a member is lost (its wording,
+evidence, counts, signatures stay on its row) and :func:`unmerge` restores the rows exactly.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import sqlite3
-from collections.abc import Callable, Sequence
+import uuid
 
 from .signature import construct_of, forbidden_part
-from .similarity import MergeDecision, RuleView, explained_by, family_of, match_rule, mentions, tokens
-
-ViewsFn = Callable[..., list[RuleView]]
-"""``views(conn, rule_ids=None, with_variants=False)``: the rules as matched against."""
+from .similarity import tokens
 
 
 def text_key(text: str) -> str:
@@ -35,144 +39,130 @@ def wording_key(text: str) -> tuple:
     return (not both, not dont, len(text), text)
 
 
-def first_match(text: str, sigs: Sequence[str], views: list[RuleView],
-                unclaimed: Sequence[str] = ()) -> MergeDecision | None:
-    """The first merge decision, over the failure signatures ``sigs`` (or none), that names a rule.
-
-    Returns the last decision taken when none names a rule.
-    """
-    decision = None
-    for sig in sigs or [None]:
-        decision = match_rule(text, sig, views, unclaimed_failures=unclaimed)
-        if decision.rule_id:
-            break
-    return decision
+def parents(conn: sqlite3.Connection) -> dict[str, str | None]:
+    """Every rule row's ``merged_into``."""
+    return {r[0]: r[1] for r in conn.execute("SELECT id, merged_into FROM skill_rules")}
 
 
-def unclaimed_failures(conn: sqlite3.Connection) -> list[str]:
-    """One normalized message per failure signature that no rule explains yet."""
-    return [r["norm"] for r in conn.execute(
-        """SELECT MIN(normalized) AS norm FROM skill_experiences
-           WHERE signature NOT IN (SELECT signature FROM skill_rule_signatures) GROUP BY signature""")]
+def roots_of(parent: dict[str, str | None]) -> dict[str, str]:
+    """The cluster root of every rule row."""
+    out: dict[str, str] = {}
+    for rid in parent:
+        cur, hops = rid, 0
+        while parent.get(cur) and parent[cur] in parent and hops < 64:
+            cur, hops = parent[cur], hops + 1
+        out[rid] = cur
+    return out
 
 
-def prefer_wording(conn: sqlite3.Connection, rule_id: str, text: str) -> None:
-    """Give an unpinned rule the wording ``text`` if it is the better one."""
-    row = conn.execute("SELECT text, pinned FROM skill_rules WHERE id=?", (rule_id,)).fetchone()
-    if not row["pinned"] and wording_key(text) < wording_key(row["text"]):
-        conn.execute("UPDATE skill_rules SET text=?, construct=? WHERE id=?", (text, construct_of(text), rule_id))
+def root(conn: sqlite3.Connection, rule_id: str) -> str:
+    """The cluster root of one rule row (the row itself when it is not merged)."""
+    cur = rule_id
+    for _ in range(64):
+        row = conn.execute("SELECT merged_into FROM skill_rules WHERE id=?", (cur,)).fetchone()
+        if row is None or not row[0]:
+            return cur
+        cur = row[0]
+    return cur
 
 
 def resolve(conn: sqlite3.Connection, rule_id: str) -> str:
-    """The current id of a rule that may have been folded into another."""
+    """The current id of a rule: its cluster's root (older memories folded rules and kept an alias)."""
     row = conn.execute("SELECT rule_id FROM skill_rule_aliases WHERE old_id=?", (rule_id,)).fetchone()
-    return row["rule_id"] if row else rule_id
+    return root(conn, row[0] if row else rule_id)
 
 
-def unclaimed_signature(conn: sqlite3.Connection, text: str) -> list[str]:
-    """The one failure cluster no rule explains yet that uses what ``text`` forbids, if unique."""
-    fam = family_of(text)
-    if not fam[0] or not fam[1]:
-        return []
-    rows = conn.execute("""SELECT signature, MIN(normalized) AS norm FROM skill_experiences
-                           WHERE signature NOT IN (SELECT signature FROM skill_rule_signatures)
-                           GROUP BY signature""").fetchall()
-    hits = [r["signature"] for r in rows if mentions(fam[0], r["norm"])]
-    return hits if len(hits) == 1 else []
+def exists(conn: sqlite3.Connection, rule_id: str) -> bool:
+    return conn.execute("SELECT 1 FROM skill_rules WHERE id=?", (rule_id,)).fetchone() is not None
 
 
-def new_rule(conn: sqlite3.Connection, text: str, now: float, rule_id: str | None = None) -> str:
-    """Insert a rule with this wording; its id is ``rule_id`` or derived from the wording, made unique."""
-    base = hashlib.sha256(text_key(text).encode()).hexdigest()
-    candidate, salt = rule_id or "r-" + base[:10], 0
-    while conn.execute("SELECT 1 FROM skill_rules WHERE id=?", (candidate,)).fetchone():
-        salt += 1
-        candidate = "r-" + hashlib.sha256(f"{base}:{salt}".encode()).hexdigest()[:10]
+def new_rule(conn: sqlite3.Connection, text: str, now: float, rule_id: str | None = None,
+             construct: str | None = None) -> str:
+    """Insert a rule row with this wording; its id is ``rule_id`` or derived from the wording, made unique."""
+    candidate, salt, base = rule_id, 0, None
+    if candidate is None or exists(conn, candidate):
+        base = hashlib.sha256(text_key(text).encode()).hexdigest()
+        candidate = rule_id if rule_id and not exists(conn, rule_id) else "r-" + base[:10]
+        while exists(conn, candidate):
+            salt += 1
+            candidate = "r-" + hashlib.sha256(f"{base}:{salt}".encode()).hexdigest()[:10]
     conn.execute("INSERT INTO skill_rules (id, text, construct, created) VALUES (?,?,?,?)",
-                 (candidate, text, construct_of(text), now))
+                 (candidate, text, construct if construct is not None else construct_of(text), now))
     return candidate
 
 
-def add_evidence(conn, rule_id, task_id, node_id, who, text, excerpt, first, last) -> bool:
+def add_evidence(conn, rule_id, task_id, node_id, who, text, excerpt, first, last, tkey: str | None = None) -> bool:
     """Add one evidence row, or widen the seen-interval of the same occasion; True if new."""
-    key = (rule_id, task_id, node_id, who, text_key(text))
-    exists = conn.execute("""SELECT 1 FROM skill_evidence WHERE rule_id=? AND task_id=? AND node_id=? AND who=?
-                             AND text_key=?""", key).fetchone()
-    conn.execute(
+    key = (rule_id, task_id, node_id, who, tkey or text_key(text))
+    cur = conn.execute(
         """INSERT INTO skill_evidence (rule_id, task_id, node_id, who, text, text_key, error_excerpt,
            first_seen, last_seen) VALUES (?,?,?,?,?,?,?,?,?)
-           ON CONFLICT (rule_id, task_id, node_id, who, text_key) DO UPDATE SET
-           first_seen=min(first_seen, excluded.first_seen), last_seen=max(last_seen, excluded.last_seen)""",
+           ON CONFLICT (rule_id, task_id, node_id, who, text_key) DO NOTHING""",
         (*key[:4], text, key[4], excerpt, first, last))
-    return exists is None
+    if cur.rowcount:
+        return True
+    conn.execute("""UPDATE skill_evidence SET first_seen=min(first_seen, ?), last_seen=max(last_seen, ?)
+                    WHERE rule_id=? AND task_id=? AND node_id=? AND who=? AND text_key=?""", (first, last, *key))
+    return False
 
 
-def fold(conn: sqlite3.Connection, old: str, into: str) -> None:
-    """Move everything of rule ``old`` to rule ``into`` and delete ``old`` (its id stays an alias)."""
-    for r in conn.execute("""SELECT task_id, node_id, who, text, error_excerpt, first_seen, last_seen
-                             FROM skill_evidence WHERE rule_id=?""", (old,)).fetchall():
-        add_evidence(conn, into, r["task_id"], r["node_id"], r["who"], r["text"], r["error_excerpt"],
-                     r["first_seen"], r["last_seen"])
-    conn.execute("DELETE FROM skill_evidence WHERE rule_id=?", (old,))
-    conn.execute("""INSERT OR IGNORE INTO skill_rule_signatures SELECT ?, signature FROM skill_rule_signatures
-                    WHERE rule_id=?""", (into, old))
-    conn.execute("DELETE FROM skill_rule_signatures WHERE rule_id=?", (old,))
-    conn.execute("""INSERT OR IGNORE INTO skill_contradictions SELECT ?, source_hash, task_id, node_id, seen
-                    FROM skill_contradictions WHERE rule_id=?""", (into, old))
-    conn.execute("DELETE FROM skill_contradictions WHERE rule_id=?", (old,))
-    conn.execute("UPDATE skill_experiences SET rule_id=? WHERE rule_id=?", (into, old))
-    a = conn.execute("SELECT * FROM skill_rules WHERE id=?", (into,)).fetchone()
-    b = conn.execute("SELECT * FROM skill_rules WHERE id=?", (old,)).fetchone()
-    if b["pinned"] and not a["pinned"]:
-        text, pinned = b["text"], 1  # an admin's wording wins
-    elif a["pinned"]:
-        text, pinned = a["text"], 1
-    else:
-        text, pinned = min(a["text"], b["text"], key=wording_key), 0
-    retired = int(bool(a["retired"] or b["retired"]))  # an admin retired one half: keep it retired
-    conn.execute("""UPDATE skill_rules SET text=?, construct=?, pinned=?, retired=?, retired_by=COALESCE(retired_by, ?),
-                    created=min(created, ?) WHERE id=?""",
-                 (text, construct_of(text), pinned, retired, b["retired_by"], b["created"], into))
-    conn.execute("DELETE FROM skill_rules WHERE id=?", (old,))
-    conn.execute("UPDATE skill_rule_aliases SET rule_id=? WHERE rule_id=?", (into, old))
-    conn.execute("INSERT OR REPLACE INTO skill_rule_aliases VALUES (?,?)", (old, into))
+def add_keys(conn: sqlite3.Connection, rule_id: str, keys: list[str]) -> None:
+    conn.executemany("INSERT OR IGNORE INTO skill_rule_keys VALUES (?,?)", [(rule_id, k) for k in keys])
 
 
-def fold_linked(conn: sqlite3.Connection, views: ViewsFn, rule_id: str, text: str, sigs: list[str]) -> list[str]:
-    """Fold into ``rule_id`` every other rule that ``text`` alone would also have merged with.
+def first_match(conn: sqlite3.Connection, key: str, but: str, skip: set[str] | frozenset = frozenset()) -> str | None:
+    """One stored rule row that has ``key``, outside ``but``'s cluster and not in ``skip`` (None: no such row)."""
+    for (rid,) in conn.execute("SELECT rule_id FROM skill_rule_keys WHERE key=? AND rule_id != ? ORDER BY rule_id",
+                               (key, but)):
+        if rid not in skip and root(conn, rid) != root(conn, but):
+            return rid
+    return None
 
-    Without this, merging depends on the order rules arrive in: B and C, both equivalent to a
-    later A but not to each other, would stay apart if they came first. A rule that links two
-    clusters joins them (single linkage on the same explainable criteria as a merge: a shared
-    failure signature or similar wording, never the weaker "explains the construct" link).
-    """
-    folded: list[str] = []
-    while True:
-        others = [v for v in views(conn, with_variants=True) if v.id != rule_id]
-        if not others:
-            return folded
-        found = None
-        for sig in sigs or [None]:
-            d = match_rule(text, sig, others)
-            if d.rule_id and d.score > 0:
-                found = d.rule_id
-                break
-        if found is None:
-            break
-        fold(conn, found, rule_id)
-        folded.append(found)
-    # Untied rules that came before this cluster's failures: now that the cluster explains a failure
-    # with the construct they forbid (and no other failure involves it), they are about it too.
-    all_views = views(conn, with_variants=True)
-    me = next(v for v in all_views if v.id == rule_id)
-    unclaimed = unclaimed_failures(conn)
-    for v in all_views:
-        if v.id == rule_id or v.signatures:
-            continue
-        fam = family_of(v.text)
-        if not fam[0] or not fam[1] or not any(mentions(fam[0], f) for f in me.failures):
-            continue
-        if explained_by(fam, [x for x in all_views if x.id != v.id], unclaimed) == rule_id:
-            fold(conn, v.id, rule_id)
-            folded.append(v.id)
-    return folded
+
+def key_matches(conn: sqlite3.Connection, keys: list[str]) -> list[tuple[str, str]]:
+    """``(key, rule row)`` for every stored row that has one of ``keys``."""
+    if not keys:
+        return []
+    return [(r[1], r[0]) for r in conn.execute(
+        f"SELECT rule_id, key FROM skill_rule_keys WHERE key IN ({','.join('?' * len(keys))}) ORDER BY rule_id",
+        keys)]
+
+
+def merge(conn: sqlite3.Connection, into: str, members: list[str], who: str, reason: str, now: float) -> str | None:
+    """Merge the clusters of ``members`` into the cluster of ``into``; returns the merge id (None: nothing to do)."""
+    target = root(conn, into)
+    moved = []
+    for m in members:
+        r = root(conn, m)
+        if r != target and r not in moved:
+            moved.append(r)
+    if not moved:
+        return None
+    for r in moved:
+        conn.execute("UPDATE skill_rules SET merged_into=? WHERE id=?", (target, r))
+    merge_id = "m-" + uuid.uuid4().hex[:10]
+    conn.execute("INSERT INTO skill_merges (id, into_id, members, who, reason, created) VALUES (?,?,?,?,?,?)",
+                 (merge_id, target, json.dumps(moved), who, reason, now))
+    return merge_id
+
+
+class UnknownMergeError(KeyError):
+    """No merge has this id, or it was already undone."""
+
+
+def unmerge(conn: sqlite3.Connection, merge_id: str, who: str, now: float) -> tuple[str, list[str]]:
+    """Undo a merge: its member rows become clusters of their own again. Returns (into, members)."""
+    row = conn.execute("SELECT into_id, members, undone FROM skill_merges WHERE id=?", (merge_id,)).fetchone()
+    if row is None or row["undone"] is not None:
+        raise UnknownMergeError(merge_id)
+    members = json.loads(row["members"])
+    for m in members:
+        conn.execute("UPDATE skill_rules SET merged_into=NULL WHERE id=? AND merged_into=?", (m, row["into_id"]))
+    conn.execute("UPDATE skill_merges SET undone=?, undone_by=? WHERE id=?", (now, who, merge_id))
+    return row["into_id"], members
+
+
+def merges_of(conn: sqlite3.Connection, root_id: str) -> list[sqlite3.Row]:
+    """The merges still in effect whose target is ``root_id``, oldest first."""
+    return conn.execute("""SELECT id, into_id, members, who, reason, created FROM skill_merges
+                           WHERE into_id=? AND undone IS NULL ORDER BY created, id""", (root_id,)).fetchall()

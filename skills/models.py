@@ -13,6 +13,17 @@ class UnknownRuleError(KeyError):
     """No rule has this id."""
 
 
+class CloseRule(BaseModel):
+    """An existing rule close to a new wording, and why; the agent decides whether it is the same."""
+
+    rule_id: str
+    text: str
+    count: int
+    active: bool
+    score: float
+    why: str
+
+
 class RecordOutcome(BaseModel):
     rule_id: str
     merged: bool
@@ -20,6 +31,31 @@ class RecordOutcome(BaseModel):
     count: int
     active: bool
     reason: str
+    merged_rules: list[str] = Field(default_factory=list)
+    merge_ids: list[str] = Field(default_factory=list)
+    link: str | None = None
+    closest: list[CloseRule] = Field(default_factory=list)
+
+
+class MergeOutcome(BaseModel):
+    merge_id: str | None
+    rule_id: str
+    members: list[str]
+    text: str
+    count: int
+    active: bool
+
+
+class GroupMember(BaseModel):
+    rule_id: str
+    text: str
+    count: int
+    active: bool
+    why: str
+
+
+class MemoryBusyError(RuntimeError):
+    """The memory's write lock stayed taken longer than this operation may wait."""
 
 
 class SignatureCount(BaseModel):

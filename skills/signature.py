@@ -237,16 +237,6 @@ def _construct_in(segment: str, bare_keywords: bool) -> str | None:
     return min(found)[1] if found else None
 
 
-def main_construct(text: str) -> tuple[str | None, bool]:
-    """The main construct and whether it is strong (named in the rule's forbidden part)."""
-    part = forbidden_part(text or "")
-    if part:
-        c = _construct_in(part, bare_keywords=True)
-        if c:
-            return c, True
-    return _construct_in(text or "", bare_keywords=False), False
-
-
 def construct_of(text: str) -> str | None:
     """The main API construct a rule or message is about (``tl.float32``, ``max``, ``constexpr``).
 

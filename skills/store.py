@@ -1,37 +1,46 @@
-"""Team-wide skill memory over SQLite: experiences, rules, evidence, contradictions.
+"""Team-wide skill memory over SQLite: experiences, rules, evidence, merges, contradictions.
 
-Every write is one ``BEGIN IMMEDIATE`` transaction on a fresh connection, so threads and
-processes sharing the file serialize their read-modify-write steps: no count is lost and
-no duplicate rule is created. Commits do not wait for the disk (WAL with ``synchronous=NORMAL``,
-as the server's own tables): the write lock is held for microseconds, and a power loss can
-lose the last commits but never corrupts the file.
+Runs in every process that opens the memory file: the server (one store shared by its
+threads) and the ``adaexplore memory`` command. Every write is one short ``BEGIN IMMEDIATE``
+transaction on a fresh connection, so threads and processes sharing the file serialize their
+read-modify-write steps: no count is lost and no duplicate rule is created. No operation waits
+for the write lock longer than its own bound (``write_wait_s``); one that cannot get it raises
+``MemoryBusyError`` and the next operation tries afresh. Import works in bounded batches.
+Commits do not wait for the disk (WAL with ``synchronous=NORMAL``, as the server's own tables): a
+power loss can lose the last commits but never corrupts the file.
 
-``MemoryStore`` owns the connections, the schema and the transactions; the merging of rules
-lives in ``merging``, the read side in ``views`` and export/import in ``exchange``.
+``MemoryStore`` owns the connections, the schema and the transactions; rule rows and merges live
+in ``merging``, merge keys in ``keys``, proposals in ``proposals``, the read side in ``views`` and
+export/import in ``exchange``.
 """
 
 from __future__ import annotations
 
 import hashlib
 import sqlite3
+import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from .evidence import forbidden_construct, uses_forbidden
-from .exchange import EXPORT_FORMAT, check_format, export_memory, import_memory
-from .merging import (add_evidence, first_match, fold_linked, new_rule, prefer_wording, resolve, text_key,
-                      unclaimed_failures, unclaimed_signature, wording_key)
-from .models import ImportSummary, MemoryView, RecordOutcome, SignatureCount, UnknownRuleError
+from .evidence import code_uses, forbidden_construct, uses_forbidden
+from .exchange import (EXPORT_FORMAT, check_format, export_memory, import_experiences, import_merges,
+                       import_rules, prepare_rules)
+from .keys import constructs, describe_key, error_key, forbidden, names_construct_of, rule_keys
+from .merging import (UnknownMergeError, add_evidence, add_keys, exists, key_matches, merge, new_rule, parents,
+                      resolve, root, roots_of, text_key, unmerge, wording_key)
+from .models import (CloseRule, GroupMember, ImportSummary, MemoryBusyError, MemoryView, MergeOutcome,
+                     RecordOutcome, SignatureCount, UnknownRuleError)
 from .models import now as _now
+from .proposals import Candidate, closest, look_alike_groups
 from .signature import construct_of, normalize_message, signature, split_excerpt
 from .similarity import RuleView
 from .views import frequent_signature_rows, rule_views, serve
 
 __all__ = [
-    "EXPORT_FORMAT", "SKIPPED_STATUSES", "ImportSummary", "MemoryStore", "MemoryView", "RecordOutcome",
-    "SignatureCount", "UnknownRuleError", "text_key", "wording_key",
+    "EXPORT_FORMAT", "SKIPPED_STATUSES", "ImportSummary", "MemoryBusyError", "MemoryStore", "MemoryView",
+    "RecordOutcome", "SignatureCount", "UnknownMergeError", "UnknownRuleError", "text_key", "wording_key",
 ]
 
 SKIPPED_STATUSES = frozenset({"infra_error", "correct", "wrong_output"})
@@ -40,7 +49,8 @@ SKIPPED_STATUSES = frozenset({"infra_error", "correct", "wrong_output"})
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS skill_rules (
     id TEXT PRIMARY KEY, text TEXT NOT NULL, construct TEXT, created REAL NOT NULL,
-    retired INTEGER NOT NULL DEFAULT 0, retired_by TEXT, edited_by TEXT, pinned INTEGER NOT NULL DEFAULT 0);
+    retired INTEGER NOT NULL DEFAULT 0, retired_by TEXT, edited_by TEXT, pinned INTEGER NOT NULL DEFAULT 0,
+    merged_into TEXT);
 CREATE TABLE IF NOT EXISTS skill_evidence (
     id INTEGER PRIMARY KEY AUTOINCREMENT, rule_id TEXT NOT NULL, task_id TEXT NOT NULL DEFAULT '',
     node_id TEXT NOT NULL DEFAULT '', who TEXT NOT NULL, text TEXT NOT NULL, text_key TEXT NOT NULL,
@@ -62,43 +72,64 @@ CREATE TABLE IF NOT EXISTS skill_rule_aliases (old_id TEXT PRIMARY KEY, rule_id 
 CREATE TABLE IF NOT EXISTS skill_contradictions (
     rule_id TEXT NOT NULL, source_hash TEXT NOT NULL, task_id TEXT, node_id TEXT, seen REAL NOT NULL,
     PRIMARY KEY (rule_id, source_hash));
+CREATE TABLE IF NOT EXISTS skill_rule_keys (rule_id TEXT NOT NULL, key TEXT NOT NULL, PRIMARY KEY (rule_id, key));
+CREATE INDEX IF NOT EXISTS skill_rule_keys_key ON skill_rule_keys (key);
+CREATE TABLE IF NOT EXISTS skill_merges (
+    id TEXT PRIMARY KEY, into_id TEXT NOT NULL, members TEXT NOT NULL, who TEXT NOT NULL, reason TEXT NOT NULL,
+    created REAL NOT NULL, undone REAL, undone_by TEXT);
+CREATE INDEX IF NOT EXISTS skill_merges_into ON skill_merges (into_id);
 """
+_SCHEMA_VERSION = 3
+
+
+def _is_busy(exc: sqlite3.OperationalError) -> bool:
+    return "locked" in str(exc) or "busy" in str(exc)
 
 
 class MemoryStore:
-    """Skill memory in the SQLite file ``db_path`` (tables prefixed ``skill_``)."""
+    """Skill memory in the SQLite file ``db_path`` (tables prefixed ``skill_``).
 
-    def __init__(self, db_path: str | Path, threshold: int = 3, contradiction_min: int = 2):
+    ``write_wait_s`` bounds how long one write waits for the write lock, ``read_wait_s`` how long
+    a read waits (reads only wait while the file is being created or checkpointed).
+    """
+
+    def __init__(self, db_path: str | Path, threshold: int = 3, contradiction_min: int = 2,
+                 write_wait_s: float = 10.0, read_wait_s: float = 5.0, import_batch: int = 250,
+                 import_pause_s: float = 0.02):
         self.db_path = str(db_path)
         self.threshold = int(threshold)
         self.contradiction_min = int(contradiction_min)
+        self.write_wait_s = float(write_wait_s)
+        self.read_wait_s = float(read_wait_s)
+        self.import_batch = max(1, int(import_batch))
+        self.import_pause_s = float(import_pause_s)
         self._memory_cache: dict[tuple, MemoryView] = {}  # keyed by the memory's version
-        with self._conn() as conn:
-            try:
-                conn.execute("PRAGMA journal_mode=WAL")
-            except sqlite3.OperationalError:  # pragma: no cover - e.g. a read-only medium
-                pass
-        with self._tx() as conn:
-            for stmt in _SCHEMA.split(";"):
-                if stmt.strip():
-                    conn.execute(stmt)
+        if self._schema_version() < _SCHEMA_VERSION:
+            self._create_schema()
 
     # -- connections ---------------------------------------------------------------------
     @contextmanager
-    def _conn(self) -> Iterator[sqlite3.Connection]:
-        conn = sqlite3.connect(self.db_path, timeout=60.0, isolation_level=None, check_same_thread=False)
+    def _conn(self, wait_s: float | None = None) -> Iterator[sqlite3.Connection]:
+        wait = self.read_wait_s if wait_s is None else wait_s
+        conn = sqlite3.connect(self.db_path, timeout=wait, isolation_level=None, check_same_thread=False)
         try:
-            conn.execute("PRAGMA busy_timeout=60000")
+            conn.execute(f"PRAGMA busy_timeout={int(wait * 1000)}")
             conn.execute("PRAGMA synchronous=NORMAL")
             conn.row_factory = sqlite3.Row
             yield conn
+        except sqlite3.OperationalError as exc:
+            if _is_busy(exc):
+                raise MemoryBusyError(
+                    f"the skill memory is busy: another writer (e.g. an import) held its lock for more than "
+                    f"{wait:g} s; nothing was changed, try again in a moment") from None
+            raise
         finally:
             conn.close()
 
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
         """A write transaction that holds the write lock from its first statement."""
-        with self._conn() as conn:
+        with self._conn(self.write_wait_s) as conn:
             conn.execute("BEGIN IMMEDIATE")
             try:
                 yield conn
@@ -108,6 +139,31 @@ class MemoryStore:
             # Every write moves the version, so readers can cache what they derive from it.
             conn.execute("UPDATE skill_meta SET v = v + 1 WHERE k = 'version'")
             conn.execute("COMMIT")
+
+    def _schema_version(self) -> int:
+        try:
+            with self._conn() as conn:
+                row = conn.execute("SELECT v FROM skill_meta WHERE k='schema'").fetchone()
+                return int(row[0]) if row else 0
+        except sqlite3.OperationalError:
+            return 0
+
+    def _create_schema(self) -> None:
+        with self._conn(self.write_wait_s) as conn:
+            try:
+                conn.execute("PRAGMA journal_mode=WAL")
+            except sqlite3.OperationalError:  # pragma: no cover - e.g. a read-only medium
+                pass
+        with self._tx() as conn:
+            for stmt in _SCHEMA.split(";"):
+                if stmt.strip():
+                    conn.execute(stmt)
+            cols = {r[1] for r in conn.execute("PRAGMA table_info(skill_rules)")}
+            if "merged_into" not in cols:  # a memory written before merges were recorded
+                conn.execute("ALTER TABLE skill_rules ADD COLUMN merged_into TEXT")
+            for r in conn.execute("SELECT id, text FROM skill_rules").fetchall():  # keys of this version
+                add_keys(conn, r["id"], rule_keys(r["text"]))
+            conn.execute("INSERT OR REPLACE INTO skill_meta (k, v) VALUES ('schema', ?)", (_SCHEMA_VERSION,))
 
     def _views(self, conn: sqlite3.Connection, rule_ids: list[str] | None = None,
                with_variants: bool = False) -> list[RuleView]:
@@ -139,48 +195,217 @@ class MemoryStore:
             row = conn.execute("""SELECT COALESCE(e.rule_id, (SELECT rule_id FROM skill_rule_signatures s
                                   WHERE s.signature=e.signature ORDER BY rule_id LIMIT 1)) AS r
                                   FROM skill_experiences e WHERE id=?""", (experience_id,)).fetchone()
-        return row["r"] if row else None
+            return resolve(conn, row["r"]) if row and row["r"] else None
 
     # -- rules ---------------------------------------------------------------------------
+    def _links(self, conn: sqlite3.Connection, text: str, task_id: str | None, node_id: str | None,
+               excerpt: str | None, node_code: str | None) -> tuple[list[str], list[str], str | None]:
+        """The failure signatures a rule may be tied to, its error keys, and why a link was refused.
+
+        A failure is linked only when its error names one of the rule's constructs, or (for the
+        failing node) its code uses the construct the rule is about: a rule about ``tl.tanh`` is
+        never tied to a failure that has nothing to do with ``tl.tanh``.
+        """
+        cons = constructs(text)
+        main = forbidden(text) or (cons[0] if cons else None)
+        sigs: list[str] = []
+        keys: list[str] = []
+        notes: list[str] = []
+        failures: list[tuple[str, str, str]] = []  # (error class, message, where from)
+        if node_id:
+            q = "SELECT error_class, message FROM skill_experiences WHERE node_id=?"
+            args: tuple = (node_id,)
+            if task_id:
+                q, args = q + " AND task_id=?", (node_id, task_id)
+            failures += [(r["error_class"], r["message"], f"node {node_id}") for r in conn.execute(q, args)]
+        if excerpt and not failures:
+            failures.append((*split_excerpt(excerpt), "the error excerpt"))
+        for error_class, message, where in failures:
+            normalized = normalize_message(error_class, message)
+            named = not cons or names_construct_of(text, f"{message} {normalized}")
+            in_code = bool(main and node_code and where.startswith("node") and code_uses(main, node_code))
+            if named or in_code:
+                sig = signature(error_class, message)
+                if sig not in sigs:
+                    sigs.append(sig)
+                key = error_key(text, error_class, message)
+                if key and key not in keys:
+                    keys.append(key)
+            else:
+                what = ", ".join(cons[:3])
+                code_note = " and its code does not use it" if node_code and where.startswith("node") else ""
+                notes.append(f"not linked to the failure of {where}: its error ({normalized[:160]}) never "
+                             f"names {what}{code_note}")
+        return sigs, keys, ("; ".join(notes) if notes and not sigs else None)
+
     def record_rule(self, *, text: str, who: str, task_id: str | None = None, node_id: str | None = None,
-                    error_excerpt: str | None = None) -> RecordOutcome:
-        """Merge ``text`` into an equivalent rule or add it; count distinct occasions."""
+                    error_excerpt: str | None = None, same_as: str | None = None,
+                    node_code: str | None = None, closest_k: int = 3) -> RecordOutcome:
+        """Record one occasion of a rule: merge it where the evidence is strong or the caller confirmed it.
+
+        With ``same_as`` the caller says this wording is that rule: it joins that rule's cluster.
+        Without it, the wording joins a cluster only on a merge key (the same wording, the same
+        forbidden construct with the same fix, or the same error naming the rule's construct);
+        otherwise it becomes a new rule. The outcome lists every rule merged by this call and the
+        closest other rules, for the caller to judge.
+        """
         text = " ".join((text or "").split())
         if not text:
             raise ValueError("rule text is empty")
         now = _now()
+        merged_rules: list[str] = []
+        merge_ids: list[str] = []
         with self._tx() as conn:
-            sigs: list[str] = []
-            if error_excerpt:
-                sigs.append(signature(*split_excerpt(error_excerpt)))
-            if node_id:
-                q = "SELECT DISTINCT signature FROM skill_experiences WHERE node_id=?"
-                args: tuple = (node_id,)
-                if task_id:
-                    q, args = q + " AND task_id=?", (node_id, task_id)
-                sigs += [r["signature"] for r in conn.execute(q, args) if r["signature"] not in sigs]
-            views = self._views(conn, with_variants=True)
-            decision = first_match(text, sigs, views, unclaimed_failures(conn))
-            merged = bool(decision and decision.rule_id)
-            if merged:
-                rule_id = decision.rule_id
-                prefer_wording(conn, rule_id, text)
+            target = None
+            if same_as:
+                target = resolve(conn, same_as)
+                if not exists(conn, target):
+                    raise UnknownRuleError(same_as)
+            sigs, err_keys, link = self._links(conn, text, task_id, node_id, error_excerpt, node_code)
+            keys = rule_keys(text) + err_keys
+            matches = key_matches(conn, keys)
+            own = next((r for k, r in matches if k == keys[0]), None)
+            own_root = root(conn, own) if own else None
+            strong: list[tuple[str, str]] = []  # (key, cluster root) other than this wording's own
+            for k, r in matches:
+                rr = root(conn, r)
+                if k != keys[0] and rr != own_root and rr not in [x for _, x in strong] and rr != target:
+                    strong.append((k, rr))
+            fresh = own is None
+            if fresh:
+                own = own_root = new_rule(conn, text, now)
+            if target is not None:
+                if own_root != target:
+                    mid = merge(conn, target, [own], who, f"confirmed by {who}: same rule as {target}", now)
+                    merged_rules.append(own_root)
+                    merge_ids.append(mid)
+                    reason = f"merged into {target}: {who} confirmed it is the same rule (same_as)"
+                else:
+                    reason = f"already part of {target}"
+            elif strong:
+                key = strong[0][0]
+                into = strong[0][1] if fresh else own_root
+                members = [r for r in ([own_root] if fresh else []) + [r for _, r in strong] if r != into]
+                mid = merge(conn, into, members, f"auto:{who}", describe_key(key), now)
+                if mid:
+                    merge_ids.append(mid)
+                    merged_rules += members
+                reason = f"merged into {into}: {describe_key(key)}"
+                if len(strong) > 1:
+                    reason += "; also joined " + ", ".join(r for _, r in strong[1:])
+            elif not fresh:
+                reason = f"same wording as {own_root}"
             else:
-                rule_id = new_rule(conn, text, now)
-                if not sigs:
-                    sigs = unclaimed_signature(conn, text)
-            add_evidence(conn, rule_id, task_id or "", node_id or "", who, text, error_excerpt, now, now)
+                reason = ("new rule: no stored rule has the same wording, the same forbidden construct with the "
+                          "same fix, or the same error")
+            add_evidence(conn, own, task_id or "", node_id or "", who, text, error_excerpt, now, now)
+            add_keys(conn, own, keys)
             for sig in sigs:
-                conn.execute("INSERT OR IGNORE INTO skill_rule_signatures VALUES (?,?)", (rule_id, sig))
+                conn.execute("INSERT OR IGNORE INTO skill_rule_signatures VALUES (?,?)", (own, sig))
                 conn.execute("UPDATE skill_experiences SET rule_id=? WHERE signature=? AND rule_id IS NULL",
-                             (rule_id, sig))
-            fold_linked(conn, self._views, rule_id, text, sigs)
-            view = self._views(conn, rule_ids=[rule_id])[0]
-        return RecordOutcome(rule_id=rule_id, merged=merged, merged_into_text=view.text if merged else None,
-                             count=view.count, active=view.active, reason=decision.reason if decision else "new rule")
+                             (own, sig))
+            rid = root(conn, own)
+            view = self._views(conn, rule_ids=[rid])[0]
+        merged = bool(merged_rules) or not fresh
+        out = RecordOutcome(rule_id=rid, merged=merged, count=view.count, active=view.active, reason=reason,
+                            merged_rules=merged_rules, merge_ids=merge_ids, link=link,
+                            merged_into_text=view.text if merged else None)
+        if closest_k:
+            out.closest = self.closest_rules(text, signature=sigs[0] if sigs else None, exclude=rid, k=closest_k)
+        return out
+
+    @staticmethod
+    def _has_evidence(conn: sqlite3.Connection, rule_id: str) -> bool:
+        return conn.execute("SELECT 1 FROM skill_evidence WHERE rule_id=? LIMIT 1", (rule_id,)).fetchone() is not None
+
+    def _candidates(self, conn: sqlite3.Connection, include_retired: bool = False) -> list[Candidate]:
+        """Every rule cluster with all its wordings, as proposals are ranked over."""
+        rows = conn.execute("SELECT id, text, merged_into, retired FROM skill_rules").fetchall()
+        roots = roots_of({r["id"]: r["merged_into"] for r in rows})
+        out: dict[str, Candidate] = {}
+        retired = {roots[r["id"]] for r in rows if r["retired"]}
+        for r in rows:
+            c = out.setdefault(roots[r["id"]], Candidate(rule_id=roots[r["id"]], text="", count=0, wordings=[]))
+            c.wordings.append(r["text"])
+            if r["id"] == roots[r["id"]]:
+                c.text = r["text"]
+        for r in conn.execute("""SELECT rule_id, COUNT(DISTINCT CASE WHEN task_id != '' THEN task_id END)
+                                 + COUNT(DISTINCT CASE WHEN task_id = '' THEN who || text_key END) AS n
+                                 FROM skill_evidence GROUP BY rule_id"""):
+            if r["rule_id"] in roots:
+                out[roots[r["rule_id"]]].count += r["n"]
+        for r in conn.execute("SELECT rule_id, signature FROM skill_rule_signatures"):
+            if r["rule_id"] in roots:
+                out[roots[r["rule_id"]]].signatures.add(r["signature"])
+        return [c for rid, c in sorted(out.items()) if include_retired or rid not in retired]
+
+    def closest_rules(self, text: str, *, signature: str | None = None, exclude: str | None = None,
+                      k: int = 3) -> list[CloseRule]:
+        """The (at most ``k``) stored rules closest to ``text``, with why: proposals, never merges."""
+        with self._conn() as conn:
+            cands = self._candidates(conn)
+            picked = closest(text, cands, signature=signature, k=k, exclude=exclude)
+            views = {v.id: v for v in self._views(conn, rule_ids=[c.rule_id for c, _, _ in picked])} if picked else {}
+        return [CloseRule(rule_id=c.rule_id, text=views[c.rule_id].text, count=views[c.rule_id].count,
+                          active=views[c.rule_id].active, score=score, why=why)
+                for c, score, why in picked if c.rule_id in views]
+
+    def groups(self, limit: int = 20, max_group: int = 12) -> list[list[GroupMember]]:
+        """Groups of rules that look alike, largest first: candidates for a deduplication pass."""
+        with self._conn() as conn:
+            cands = self._candidates(conn)
+            groups = look_alike_groups(cands, max_group=max_group)[:limit]
+            ids = [c.rule_id for g in groups for c, _ in g]
+            views = {v.id: v for v in self._views(conn, rule_ids=ids)} if ids else {}
+        return [[GroupMember(rule_id=c.rule_id, text=views[c.rule_id].text, count=views[c.rule_id].count,
+                             active=views[c.rule_id].active, why=why) for c, why in g if c.rule_id in views]
+                for g in groups]
+
+    def merge_rules(self, rule_ids: list[str], who: str, into: str | None = None,
+                    reason: str = "") -> MergeOutcome:
+        """Merge the rules ``rule_ids`` (and ``into``) into one; recorded as ``who``'s merge, undoable."""
+        with self._tx() as conn:
+            resolved = []
+            for r in [*([into] if into else []), *rule_ids]:
+                rr = resolve(conn, r)
+                if not exists(conn, rr):
+                    raise UnknownRuleError(r)
+                if rr not in resolved:
+                    resolved.append(rr)
+            if len(resolved) < 2:
+                raise ValueError("name at least two different rules to merge (they are already one rule)")
+            target = resolved[0] if into else max(
+                resolved, key=lambda r: (self._views(conn, rule_ids=[r])[0].count, -resolved.index(r)))
+            members = [r for r in resolved if r != target]
+            mid = merge(conn, target, members, who, reason or f"judged the same rule by {who}", _now())
+            view = self._views(conn, rule_ids=[target])[0]
+        return MergeOutcome(merge_id=mid, rule_id=target, members=members, text=view.text, count=view.count,
+                            active=view.active)
+
+    def unmerge(self, merge_id: str, who: str) -> list[RuleView]:
+        """Undo a merge; returns the rule it had merged into and the rules it restores."""
+        with self._tx() as conn:
+            into, members = unmerge(conn, merge_id, who, _now())
+            ids = [resolve(conn, into), *[resolve(conn, m) for m in members]]
+            return self._views(conn, rule_ids=list(dict.fromkeys(ids)))
+
+    def merges(self, rule_id: str) -> list[dict]:
+        """The merges in effect into a rule (and into rules merged into it): who, when, why, which rules."""
+        import json
+
+        with self._conn() as conn:
+            rid = resolve(conn, rule_id)
+            roots = roots_of(parents(conn))
+            cluster = [r for r, top in roots.items() if top == rid]
+            out = []
+            for r in conn.execute(f"""SELECT * FROM skill_merges WHERE undone IS NULL AND into_id IN
+                                      ({','.join('?' * len(cluster))}) ORDER BY created, id""", cluster):
+                out.append({"merge_id": r["id"], "into": r["into_id"], "members": json.loads(r["members"]),
+                            "who": r["who"], "reason": r["reason"], "created": r["created"]})
+            return out
 
     def resolve(self, rule_id: str) -> str:
-        """The id a rule has now (rules folded into another keep their old id as an alias)."""
+        """The id a rule has now: the rule it was merged into, if it was."""
         with self._conn() as conn:
             return resolve(conn, rule_id)
 
@@ -232,7 +457,7 @@ class MemoryStore:
         return hit
 
     # -- serving -------------------------------------------------------------------------
-    def memory(self, *, task_source: str | None = None, token_budget: int = 1500, include_candidates: bool = False,
+    def memory(self, *, task_source: str | None = None, token_budget: int = 1500, include_candidates: bool = True,
                include_signatures: bool = False, limit: int = 50) -> MemoryView:
         """Rules to serve, most relevant to the task first, then most frequent, then most recent."""
         with self._conn() as conn:
@@ -257,8 +482,28 @@ class MemoryStore:
         with self._conn() as conn:
             return export_memory(conn, self.threshold)
 
-    def import_(self, data: dict, who: str) -> ImportSummary:
-        """Merge an export into this memory; importing the same file twice changes nothing."""
-        check_format(data)
+    def _batch(self, work) -> None:
+        """One import batch in its own write transaction, then a pause at least as long as the lock was held,
+        so that a writer waiting meanwhile (``record_failure``, ``evaluate_kernel``) gets its turn."""
+        t0 = time.perf_counter()
         with self._tx() as conn:
-            return import_memory(conn, self._views, data, who)
+            work(conn)
+        time.sleep(max(self.import_pause_s, time.perf_counter() - t0))
+
+    def import_(self, data: dict, who: str) -> ImportSummary:
+        """Merge an export into this memory in bounded batches; importing the same file twice changes nothing.
+
+        Wordings are analysed before any lock is taken; each batch is then one short write transaction,
+        and the import pauses between batches for at least as long as the batch held the lock, so other
+        writers are never kept waiting for the whole import.
+        """
+        check_format(data)
+        summary = ImportSummary()
+        rules = prepare_rules(list(data.get("rules", [])))  # the costly part, outside any lock
+        exps = list(data.get("experiences", []))
+        for step in (lambda c, b: import_rules(c, b, who, summary), lambda c, b: import_merges(c, b, who, summary)):
+            for i in range(0, len(rules), self.import_batch):
+                self._batch(lambda conn: step(conn, rules[i:i + self.import_batch]))
+        for i in range(0, len(exps), self.import_batch * 4):
+            self._batch(lambda conn: import_experiences(conn, exps[i:i + self.import_batch * 4], who, summary))
+        return summary

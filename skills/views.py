@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 
+from .merging import parents, roots_of, wording_key
 from .models import MemoryView, SignatureCount
 from .relevance import relevance, task_keywords
 from .render import render_rules
@@ -12,47 +13,69 @@ from .similarity import RuleView
 
 def rule_views(conn: sqlite3.Connection, threshold: int, contradiction_min: int, rule_ids: list[str] | None = None,
                with_variants: bool = False) -> list[RuleView]:
-    """Every rule (or those of ``rule_ids``) with its counts, evidence summary and state.
+    """Every rule cluster (or those of ``rule_ids``) with its counts, evidence summary and state.
 
-    A rule is active once ``threshold`` distinct occasions back it, unless ``contradiction_min``
-    correct kernels used what it forbids or an admin retired it.
+    A cluster is its root row and every row merged into it: their evidence, signatures and
+    contradictions add up, and it is served under its best wording (an admin's edit wins). It
+    is active (confirmed) once ``threshold`` distinct occasions back it, unless
+    ``contradiction_min`` correct kernels used what it forbids or an admin retired it.
     """
+    roots = roots_of(parents(conn))
+    members: dict[str, list[str]] = {}
+    for rid, r in roots.items():
+        members.setdefault(r, []).append(rid)
+    wanted = sorted(members) if rule_ids is None else sorted({roots[r] for r in rule_ids if r in roots})
+    ids = [m for r in wanted for m in members[r]]
     where, args = "", ()
     if rule_ids is not None:
-        where, args = f"WHERE id IN ({','.join('?' * len(rule_ids))})", tuple(rule_ids)
-    rules = conn.execute(f"SELECT * FROM skill_rules {where} ORDER BY id", args).fetchall()
+        where, args = f"WHERE id IN ({','.join('?' * len(ids))})", tuple(ids)
+    rows = {r["id"]: r for r in conn.execute(f"SELECT * FROM skill_rules {where}", args)}
+    rwhere = where.replace("id IN", "rule_id IN")
     ev: dict[str, list] = {}
     for r in conn.execute(f"SELECT rule_id, task_id, who, text, text_key, first_seen, last_seen FROM skill_evidence "
-                          f"{where.replace('id IN', 'rule_id IN')} ORDER BY id", args):
-        ev.setdefault(r["rule_id"], []).append(r)
-    sigs: dict[str, list[str]] = {}
-    for r in conn.execute(f"SELECT rule_id, signature FROM skill_rule_signatures "
-                          f"{where.replace('id IN', 'rule_id IN')} ORDER BY signature", args):
-        sigs.setdefault(r["rule_id"], []).append(r["signature"])
-    fails: dict[str, list[str]] = {}
+                          f"{rwhere} ORDER BY id", args):
+        ev.setdefault(roots.get(r["rule_id"], r["rule_id"]), []).append(r)
+    sigs: dict[str, set[str]] = {}
+    for r in conn.execute(f"SELECT rule_id, signature FROM skill_rule_signatures {rwhere}", args):
+        sigs.setdefault(roots.get(r["rule_id"], r["rule_id"]), set()).add(r["signature"])
+    fails: dict[str, set[str]] = {}
     if with_variants:
         for r in conn.execute("""SELECT s.rule_id, MIN(e.normalized) AS normalized FROM skill_rule_signatures s
                                  JOIN skill_experiences e ON e.signature = s.signature
-                                 GROUP BY s.rule_id, s.signature ORDER BY s.signature"""):
-            fails.setdefault(r["rule_id"], []).append(r["normalized"])
-    contra: dict[str, int] = {r["rule_id"]: r["n"] for r in conn.execute(
-        "SELECT rule_id, COUNT(*) AS n FROM skill_contradictions GROUP BY rule_id")}
+                                 GROUP BY s.rule_id, s.signature"""):
+            fails.setdefault(roots.get(r["rule_id"], r["rule_id"]), set()).add(r["normalized"])
+    contra: dict[str, set[str]] = {}
+    for r in conn.execute(f"SELECT rule_id, source_hash FROM skill_contradictions {rwhere}", args):
+        contra.setdefault(roots.get(r["rule_id"], r["rule_id"]), set()).add(r["source_hash"])
     out = []
-    for rule in rules:
-        rows = ev.get(rule["id"], [])
-        tasks = sorted({r["task_id"] for r in rows if r["task_id"]})
-        untied = {(r["who"], r["text_key"]) for r in rows if not r["task_id"]}
+    for rid in wanted:
+        cluster = [rows[m] for m in members[rid] if m in rows]
+        head = rows.get(rid)
+        if head is None:
+            continue
+        pinned = [c for c in cluster if c["pinned"]]
+        if head["pinned"]:
+            best = head
+        elif pinned:
+            best = pinned[0]
+        else:
+            best = min(cluster, key=lambda c: wording_key(c["text"]))
+        erows = ev.get(rid, [])
+        tasks = sorted({r["task_id"] for r in erows if r["task_id"]})
+        untied = {(r["who"], r["text_key"]) for r in erows if not r["task_id"]}
         count = len(tasks) + len(untied)
-        contradicted = contra.get(rule["id"], 0) >= contradiction_min
+        contradicted = len(contra.get(rid, ())) >= contradiction_min
+        retired = any(c["retired"] for c in cluster)
+        texts = {c["text"] for c in cluster} | ({r["text"] for r in erows} if with_variants else set())
         out.append(RuleView(
-            id=rule["id"], text=rule["text"], count=count,
-            active=count >= threshold and not contradicted and not rule["retired"],
-            contradicted=contradicted, retired=bool(rule["retired"]), construct=rule["construct"], tasks=tasks,
-            first_seen=min((r["first_seen"] for r in rows), default=rule["created"]),
-            last_seen=max((r["last_seen"] for r in rows), default=rule["created"]),
-            who=sorted({r["who"] for r in rows}), signatures=sigs.get(rule["id"], []),
-            variants=sorted({r["text"] for r in rows} - {rule["text"]}) if with_variants else [],
-            failures=fails.get(rule["id"], [])))
+            id=rid, text=best["text"], count=count,
+            active=count >= threshold and not contradicted and not retired,
+            contradicted=contradicted, retired=retired, construct=best["construct"], tasks=tasks,
+            first_seen=min((r["first_seen"] for r in erows), default=head["created"]),
+            last_seen=max((r["last_seen"] for r in erows), default=head["created"]),
+            who=sorted({r["who"] for r in erows}), signatures=sorted(sigs.get(rid, ())),
+            variants=sorted(texts - {best["text"]}), members=sorted(m for m in members[rid] if m != rid),
+            failures=sorted(fails.get(rid, ()))))
     return out
 
 
@@ -67,14 +90,15 @@ def frequent_signature_rows(conn: sqlite3.Connection, limit: int) -> list[sqlite
 
 def serve(views: list[RuleView], sig_rows: list[sqlite3.Row], n_exp: int, *, threshold: int,
           task_source: str | None, token_budget: int, include_candidates: bool, limit: int) -> MemoryView:
-    """Rules to serve, most relevant to the task first, then most frequent, then most recent."""
+    """Rules to serve: confirmed ones first, then unconfirmed ones; within each, most relevant to the task,
+    then most frequent, then most recent."""
     keywords = task_keywords(task_source)
     served = [v for v in views if v.active or (include_candidates and not v.retired and not v.contradicted)]
-    served.sort(key=lambda v: (-relevance(v.text, v.construct, keywords), not v.active, -v.count,
+    served.sort(key=lambda v: (not v.active, -relevance(v.text, v.construct, keywords), -v.count,
                                -(v.last_seen or 0), v.id))
     served = served[: max(0, limit)]
     return MemoryView(
-        rules=served, rendered=render_rules(served, token_budget), threshold=threshold, total_rules=len(views),
+        rules=served, rendered=render_rules(served, token_budget, threshold=threshold), threshold=threshold, total_rules=len(views),
         active_rules=sum(v.active for v in views), experiences=n_exp,
         candidate_rules=sum(not v.active and not v.retired and not v.contradicted for v in views),
         frequent_signatures=[SignatureCount(signature=r["signature"], count=r["n"], error_class=r["ec"],

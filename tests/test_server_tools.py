@@ -40,13 +40,14 @@ def test_listing_in_both_protocol_eras(server, mode):
     assert version == ("2025-11-25" if mode == "legacy" else "2026-07-28")
     assert set(tools) == {"register_task", "list_tasks", "get_node", "tree_summary", "expand_node",
                           "evaluate_kernel", "best_candidates", "get_skill_memory", "record_failure",
-                          "retire_rule", "edit_rule", "export_memory", "import_memory", "synthesize_task"}
+                          "retire_rule", "edit_rule", "export_memory", "import_memory", "synthesize_task",
+                          "list_rule_groups", "merge_rules", "unmerge_rules"}
     for t in tools.values():
         assert t.annotations is not None and t.output_schema is not None
         assert t.annotations.read_only_hint is not None and t.annotations.idempotent_hint is not None
         assert t.annotations.destructive_hint is (t.name in ("retire_rule", "edit_rule"))
     assert tools["list_tasks"].annotations.read_only_hint and not tools["expand_node"].annotations.read_only_hint
-    assert set(prompts) == {"optimize", "adapt"}
+    assert set(prompts) == {"optimize", "adapt", "distill"}
     assert "adaexplore://tasks/{task_id}/tree" in templates
 
 

@@ -1,5 +1,8 @@
+"""Failure signatures, and the merge keys of rule wordings: what is abstracted, what makes two rules one."""
+
+from adaexplore.skills.keys import excerpt_key, rule_keys
 from adaexplore.skills.signature import construct_family, construct_of, normalize_message, signature
-from adaexplore.skills.similarity import RuleView, match_rule, similarity
+from adaexplore.skills.similarity import tokens, weighted_jaccard
 
 CE = "triton.compiler.errors.CompilationError"
 
@@ -47,36 +50,50 @@ def test_construct_of():
     assert construct_family("tl.where") == "tl.where"
 
 
-def _rule(rid, text):
-    return RuleView(id=rid, text=text, construct=construct_of(text))
+def test_wordings_of_one_mistake_share_a_merge_key():
+    same = [
+        ("tl.arange needs compile-time bounds (tl.constexpr), not values known only at launch.",
+         "arange's arguments must be of type tl.constexpr"),
+        ("The launch grid must be a tuple: kernel[(n,)](...), not kernel[n](...).",
+         "kernel[n_blocks] fails; use kernel[(n_blocks,)]."),
+        ("Do not call tl.float32(x); use x.to(tl.float32).", "Never call tl.int32(v) to cast a value; use v.to(tl.int32)."),
+        ("tl.tanh does not exist; compute tanh as 2*tl.sigmoid(2*x) - 1.", "triton.language has no attribute tanh"),
+        ("Use tl.where(cond, a, b) instead of a Python if on tensor values.",
+         "Elementwise conditions go through tl.where, not Python if."),
+    ]
+    for a, b in same:
+        assert set(rule_keys(a)[1:]) & set(rule_keys(b)[1:]), (a, b)
 
 
-def test_dtype_casts_merge_across_dtypes():
-    existing = [_rule("r-1", "Do not call tl.float32(x); use x.to(tl.float32)")]
-    d = match_rule("Never call tl.int32(v) to cast, use v.to(tl.int32) instead", None, existing)
-    assert d.rule_id == "r-1" and d.reason
+def test_near_misses_share_no_merge_key():
+    apart = [
+        ("tl.arange bounds must be tl.constexpr", "tl.arange sizes must be powers of two"),
+        ("tl.zeros needs a constexpr shape; pass BLOCK as tl.constexpr", "tl.arange bounds must be tl.constexpr"),
+        ("In a masked max reduction, load with other=-float('inf'), not other=0.", "Start a running max at -inf, not 0.0."),
+        ("tl.dot needs 2-D tiles; for a vector dot product use tl.sum(a * b).",
+         "Small blocks (< 16) break tl.dot; keep M, N, K >= 16 or use tl.sum of a broadcast product."),
+        ("Use tl.where(cond, a, b) instead of a Python if on tensor values.",
+         "Use tl.maximum(a, b) instead of Python max() on tensors."),
+        ("Always mask tl.load at the tail: pass mask=offs < n.",
+         "Do not build a 1-D mask for a 2-D tl.load; broadcast it like the offsets."),
+    ]
+    for a, b in apart:
+        assert not set(rule_keys(a)[1:]) & set(rule_keys(b)[1:]), (a, b)
 
 
-def test_near_misses_do_not_merge():
-    existing = [_rule("r-w", "use tl.where instead of if on tensors")]
-    d = match_rule("use tl.maximum instead of max() on tensors", None, existing)
-    assert d.rule_id is None
-    assert d.reason.startswith("new rule")
-    # wording nearly identical, forbidden constructs differ: still apart
-    existing = [_rule("r-w2", "Do not use if on tensor values in a kernel; use tl.where")]
-    d = match_rule("Do not use max() on tensor values in a kernel; use tl.maximum", None, existing)
-    assert d.rule_id is None and d.reason.startswith("new rule")
-    existing = [_rule("r-a", "tl.arange bounds must be tl.constexpr: declare BLOCK as tl.constexpr")]
-    assert match_rule("tl.arange length must be a power of two; use triton.next_power_of_2", None,
-                      existing).rule_id is None
+def test_an_error_is_evidence_only_when_it_names_what_the_rule_is_about():
+    shape = "TypeError: Shape element 0 must have type `constexpr[int]`, got `constexpr[tensor]`"
+    # tl.zeros and tl.full fail with this very error: it names neither, so it joins neither.
+    assert excerpt_key("Never size tl.zeros with a runtime n; use a tl.constexpr BLOCK", shape) is None
+    assert excerpt_key("tl.full needs a constexpr shape", shape) is None
+    missing = "AttributeError: module 'triton.language' has no attribute 'tanh'"
+    assert excerpt_key("Do not use tl.tanh; it is missing", missing) == excerpt_key("tl.tanh does not exist", missing)
+    assert excerpt_key("tl.arange sizes must be powers of two", missing) is None
 
 
 def test_api_tokens_weigh_most():
+    def similarity(a, b):
+        return weighted_jaccard(tokens(a), tokens(b))
+
     assert similarity("use tl.maximum here", "use tl.maximum there") > similarity("use the thing here", "use the thing there") - 0.5
     assert similarity("a tl.dot b", "a tl.sum b") < similarity("a tl.dot b", "c tl.dot d")
-
-
-def test_signature_match_merges():
-    existing = [RuleView(id="r-s", text="guard the loop body with a mask", signatures=["sig-abc"])]
-    d = match_rule("something worded very differently", "sig-abc", existing)
-    assert d.rule_id == "r-s" and "signature" in d.reason

@@ -1,0 +1,161 @@
+"""What the server proposes and the calling agent decides: the rules closest to a wording, and groups of
+look-alike rules for a deduplication pass.
+
+Runs in the process that owns a ``MemoryStore``. Nothing here writes: closeness only ranks, with a
+reason a person (or an agent) can check; whether two rules say the same thing is the agent's call
+(``record_failure(same_as=...)``, ``merge_rules``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+from .concepts import canonical_text, concepts
+from .keys import constructs, describe_key, forbidden, rule_keys, subject
+from .similarity import tokens, weighted_jaccard
+
+PROPOSE_MIN = 0.12
+"""Below this closeness a rule is not worth an agent's attention."""
+GROUP_MIN = 0.45
+"""Two rules this close are listed in one look-alike group for the distill pass."""
+BUCKET_CAP = 400
+"""A construct named by more rules than this is too common to pair rules on (e.g. ``tl.load``)."""
+_CONTEXT = frozenset({"triton.jit", "triton.language", "triton", "torch", "tl"})
+
+
+@dataclass(frozen=True)
+class Wording:
+    """What closeness compares of one wording: weighted tokens, constructs, what it forbids and is
+    about, the failure concepts it names and its merge keys (without the wording's own hash)."""
+
+    text: str
+    toks: dict[str, float]
+    cons: frozenset[str]
+    bad: str | None
+    subj: str | None = None
+    concepts: frozenset[str] = frozenset()
+    keys: frozenset[str] = frozenset()
+
+
+@lru_cache(maxsize=65536)
+def wording(text: str) -> Wording:
+    return Wording(text, tokens(canonical_text(text)), frozenset(c for c in constructs(text) if c not in _CONTEXT),
+                   forbidden(text), subject(text), frozenset(c.name for c in concepts(canonical_text(text))),
+                   frozenset(rule_keys(text)[1:]))
+
+
+@dataclass
+class Candidate:
+    """One rule cluster as a proposal candidate: its id, served wording, count, every wording, signatures."""
+
+    rule_id: str
+    text: str
+    count: int
+    wordings: list[str]
+    signatures: set[str] = field(default_factory=set)
+
+
+def closeness(a: Wording, b: Wording, shared_signature: bool = False) -> tuple[float, str]:
+    """How close two wordings are (0..~4) and why, in words.
+
+    Weighted token overlap, plus shared constructs, plus the same subject construct, plus the
+    failure concepts both name, plus a merge key both have (evidence that, alone, would merge them).
+    """
+    sim = weighted_jaccard(a.toks, b.toks)
+    shared = a.cons & b.cons
+    union = a.cons | b.cons
+    score = sim + (0.4 * len(shared) / len(union) if union else 0.0)
+    why = []
+    same_key = a.keys & b.keys
+    if same_key:
+        score += 1.0
+        why.append(describe_key(sorted(same_key)[0]))
+    if a.subj and a.subj == b.subj:
+        score += 0.4
+        why.append(f"both about {a.subj}")
+    elif a.bad and a.bad == b.bad:
+        score += 0.3
+        why.append(f"both forbid {a.bad}")
+    elif shared:
+        why.append("both name " + ", ".join(sorted(shared)[:4]))
+    both = a.concepts & b.concepts
+    if both:
+        score += 0.3 * len(both) / len(a.concepts | b.concepts)
+        why.append("both say " + ", ".join(sorted(both)))
+    if shared_signature:
+        score += 0.5
+        why.append("explains the same failure signature")
+    why.append(f"wording overlap {sim:.2f}")
+    return score, "; ".join(why)
+
+
+def closest(text: str, candidates: Iterable[Candidate], signature: str | None = None, k: int = 3,
+            exclude: str | None = None) -> list[tuple[Candidate, float, str]]:
+    """The ``k`` candidates closest to ``text`` (best first), each with its score and why; never ``exclude``."""
+    me = wording(text)
+    scored = []
+    for cand in candidates:
+        if cand.rule_id == exclude:
+            continue
+        best = (0.0, "")
+        for w in cand.wordings:
+            s = closeness(me, wording(w), bool(signature and signature in cand.signatures))
+            if s[0] > best[0]:
+                best = s
+        if best[0] >= PROPOSE_MIN:
+            scored.append((cand, round(best[0], 3), best[1]))
+    scored.sort(key=lambda x: (-x[1], -x[0].count, x[0].rule_id))
+    return scored[:k]
+
+
+def look_alike_groups(candidates: list[Candidate], min_score: float = GROUP_MIN,
+                      max_group: int = 12) -> list[list[tuple[Candidate, str]]]:
+    """Groups of candidates that look alike (single linkage over close pairs), largest first.
+
+    Pairs are only compared when they name a construct in common (or share a signature), so the
+    cost grows with the size of each construct's bucket, not with the square of the memory.
+    """
+    buckets: dict[str, list[int]] = {}
+    for i, c in enumerate(candidates):
+        keys = set()
+        for w in c.wordings:
+            keys |= wording(w).cons
+        keys |= {"sig:" + s for s in c.signatures}
+        for key in keys:
+            buckets.setdefault(key, []).append(i)
+    parent = list(range(len(candidates)))
+
+    def find(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    why: dict[int, str] = {}
+    seen: set[tuple[int, int]] = set()
+    for members in buckets.values():
+        if len(members) > BUCKET_CAP:
+            continue
+        for x in range(len(members)):
+            for y in range(x + 1, len(members)):
+                i, j = members[x], members[y]
+                if (i, j) in seen or find(i) == find(j):
+                    continue
+                seen.add((i, j))
+                a, b = candidates[i], candidates[j]
+                shared_sig = bool(a.signatures & b.signatures)
+                score, reason = max((closeness(wording(u), wording(v), shared_sig)
+                                     for u in a.wordings for v in b.wordings), key=lambda s: s[0])
+                if score >= min_score:
+                    parent[find(j)] = find(i)
+                    why.setdefault(i, f"close to {b.rule_id}: {reason}")
+                    why.setdefault(j, f"close to {a.rule_id}: {reason}")
+    groups: dict[int, list[int]] = {}
+    for i in range(len(candidates)):
+        groups.setdefault(find(i), []).append(i)
+    out = [[(candidates[i], why.get(i, "")) for i in sorted(g, key=lambda i: -candidates[i].count)][:max_group]
+           for g in groups.values() if len(g) > 1]
+    out.sort(key=lambda g: (-len(g), g[0][0].rule_id))
+    return out
