@@ -324,3 +324,24 @@ for path, text in (("/proc/sys/kernel/core_pattern", "|/tmp/job/evil"), ("/proc/
 ''')
     assert open("/proc/sys/kernel/core_pattern").read() == before
     assert result.status is Status.correct, result.feedback()
+
+
+def test_where_namespaces_cannot_be_made_kernels_still_run_at_the_weaker_level(tmp_path):
+    """The weaker level (no namespaces: capabilities, seccomp and limits only) is a working
+    evaluator, not a broken one; only the walls differ."""
+    from adaexplore.evaluator.sandbox import confine
+
+    ev = Evaluator(work_dir=tmp_path)
+    make_job = ev._job
+
+    def weak_job(*args, **kwargs):
+        job = make_job(*args, **kwargs)
+        job["sandbox"]["level"] = confine.LEVEL_WEAK
+        return job
+
+    ev._job = weak_job
+    try:
+        result = run(ev, "pass")
+        assert result.status is Status.correct, result.feedback()
+    finally:
+        ev.close()

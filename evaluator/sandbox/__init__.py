@@ -1,6 +1,7 @@
 """What starts, confines and talks to the worker processes.
 
-The trusted evaluator's side (`pool`, `gpu_lock`) and the warm parent that forks one worker per
-job (`zygote`, `procs`), plus the framing both use on their pipes and sockets (`wire`). Nothing
-here runs candidate code.
+The trusted evaluator's side (`pool`, `frames`, `gpu_lock`) and the warm parent that forks one
+worker per job (`zygote`, `procs`), the sandbox each worker enters before any task or candidate
+code runs (`confine`, `seccomp`), plus the framing all use on their pipes and sockets (`wire`).
+Nothing here runs candidate code.
 """
