@@ -32,6 +32,7 @@ class Reference:
     output_metas: list[dict] = field(default_factory=list)  # {"shape", "dtype"} of each output
     judge_key: str | None = None
     judge_generation: int = 0
+    peak_device_bytes: int = 0  # the reference worker's peak on the device (0: unknown, or the CPU)
     inputs: list[torch.Tensor] = field(default_factory=list)
     repeat: list[torch.Tensor] = field(default_factory=list)
     ops: list[str] = field(default_factory=list)
@@ -80,6 +81,8 @@ class Reference:
                 ref.check_outputs = tensors
             elif kind == Kind.device:
                 ref.device_info = {k: str(head.get(k, "")) for k in ("name", "torch", "triton")}
+                peak = head.get("peak_bytes")
+                ref.peak_device_bytes = peak if isinstance(peak, int) and peak > 0 else 0
             elif kind == Kind.error:
                 ref.error = ErrorInfo.model_validate(head["error"])
         return ref

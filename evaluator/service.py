@@ -20,7 +20,8 @@ import torch
 from . import lint
 from .baselines import BASELINES, BaselineKey, Baselines, BaselineStore
 from .messages import Job, Kind
-from .judge.client import JudgeClient
+from .device_memory import DeviceMemory
+from .judge.client import JudgeClient, JudgeError
 from .reference import Reference
 from .sandbox.frames import Discard
 from .sandbox import confine
@@ -35,6 +36,7 @@ from .verdict import (REFERENCE_LOST, correctness_verdict, degenerate_flags, exp
 log = logging.getLogger("adaexplore.evaluator")
 
 NO_GPU_NOTE = "no CUDA device: correctness ran through Triton's interpreter on the CPU; timing skipped"
+CONTEXT_BYTES = 1 << 30  # a worker's CUDA context and workspaces, beyond what its tensors take
 REFERENCE_CACHE_SIZE = 256  # tasks whose reference facts stay here (their outputs are in the judge)
 
 
@@ -106,6 +108,9 @@ class Evaluator:
                                  visible_devices=self.visible_devices, work_dir=str(base))
         self.max_parallel = max_parallel or default_parallel(self.is_gpu)
         self._slots = threading.BoundedSemaphore(self.max_parallel)
+        self._memory: DeviceMemory | None = None  # device memory admission, sized on first use
+        self._memory_guard = threading.Lock()
+        self._peaks: dict[str, int] = {}  # judge key -> the reference's peak device memory
         # Reference outputs can be hundreds of MB a task: keep the most recently used few.
         self._ref_cache: OrderedDict[tuple, Reference] = OrderedDict()
         self._ref_locks: dict[tuple, threading.Lock] = {}
@@ -177,13 +182,36 @@ class Evaluator:
     def _run(self, job: dict, timeout_s: float, gpu: str | None = None) -> WorkerResult:
         """Run a job in a worker slot; with `gpu` "shared" or "exclusive", holding the GPU so."""
         t0 = time.monotonic()
-        with self._slots:
+        with self._slots, self.device_memory().reserve(self._reservation(job)):
             hold = self.gpu_shared() if gpu == "shared" else self.gpu_lock() if gpu == "exclusive" else nullcontext()
             with hold:
                 t1 = time.monotonic()
                 res = self.pool.run(job, timeout_s, sink=self._sink(job))
         self._trace(job, queued_s=t1 - t0, run_s=time.monotonic() - t1)
         return res
+
+    def device_memory(self) -> DeviceMemory:
+        """What jobs may reserve of the device: its memory less the judge's budget and a CUDA
+        context's worth per worker slot (no limit on the CPU, or if the judge cannot say)."""
+        with self._memory_guard:
+            if self._memory is None:
+                self._memory = DeviceMemory(self._device_capacity())
+        return self._memory
+
+    def _device_capacity(self) -> int | None:
+        capacity = None
+        if self.is_gpu:
+            try:
+                stats = self.judge.stats()
+                capacity = int(stats["device_total_bytes"]) - int(stats["budget_bytes"]) \
+                    - self.max_parallel * CONTEXT_BYTES
+            except (JudgeError, KeyError, TypeError, ValueError) as exc:
+                log.warning("device memory admission is off: %s", exc)
+        return capacity if capacity and capacity > 0 else None
+
+    def _reservation(self, job: dict) -> int:
+        candidate = bool(job.get("candidate_source") or job.get("compile"))
+        return self.device_memory().estimate(self._peaks.get(str(job.get("judge_key"))), candidate)
 
     def _trace(self, job: dict, **phases: float) -> None:
         if self.trace is not None:
@@ -217,7 +245,7 @@ class Evaluator:
     def _run_timed_once(self, job: dict, timeout_s: float, pause: bool) -> WorkerResult:
         wake = threading.Event()
         t0 = time.monotonic()
-        with self._slots:
+        with self._slots, self.device_memory().reserve(self._reservation(job)):
             with self.gpu_shared():
                 t1 = time.monotonic()
                 submitted = self.pool.submit(job, timeout_s, on_ready=wake.set, sink=self._sink(job))
@@ -264,6 +292,8 @@ class Evaluator:
             res = self._run_shared(self._job(Job.reference, task, protocol, check_run=self.timed), protocol.timeout_s)
             ref = Reference.from_report(res)
             ref.judge_key, ref.judge_generation = self.judge_key(task, protocol), self.judge.generation
+            if ref.peak_device_bytes:
+                self._peaks[ref.judge_key] = ref.peak_device_bytes
             ref.elapsed_s = time.monotonic() - t0
             if ref.error is not None and ref.error.error_class == "InfraError":
                 return ref  # ours, not the task's: not remembered

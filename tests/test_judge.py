@@ -99,3 +99,41 @@ def test_the_server_process_stays_small_while_twenty_large_tasks_register(tmp_pa
         stats = ev.judge.stats()
     assert stats["used_bytes"] <= 1 << 30
     assert peak - before < 200 << 20, f"server RSS grew by {(peak - before) / 1e6:.0f} MB"
+
+
+def test_device_memory_admits_jobs_while_they_fit_and_holds_the_rest_until_memory_is_given_back():
+    import threading
+    import time
+
+    from adaexplore.evaluator.device_memory import DeviceMemory
+
+    memory = DeviceMemory(capacity_bytes=10)
+    order = []
+    first = memory.reserve(6)
+    first.__enter__()
+
+    def second():
+        with memory.reserve(6):
+            order.append("second ran")
+
+    waiting = threading.Thread(target=second)
+    waiting.start()
+    time.sleep(0.3)
+    assert order == [] and memory.reserved == 6  # 6 + 6 does not fit in 10: it waits
+    first.__exit__(None, None, None)
+    waiting.join(5)
+    assert order == ["second ran"] and memory.reserved == 0
+    with memory.reserve(50):  # larger than the device: runs alone, never waits forever
+        assert memory.reserved == 10
+
+
+def test_device_memory_estimates_from_the_reference_and_is_off_on_the_cpu():
+    from adaexplore.evaluator.device_memory import DeviceMemory
+
+    gpu = DeviceMemory(capacity_bytes=100 << 30)
+    assert gpu.estimate(None, candidate=False) == 50 << 30  # unknown: half the device
+    assert gpu.estimate(8 << 30, candidate=True) > gpu.estimate(8 << 30, candidate=False) > 8 << 30
+    cpu = DeviceMemory(capacity_bytes=None)
+    assert cpu.estimate(None, candidate=True) == 0
+    with cpu.reserve(1 << 40):
+        assert cpu.reserved == 0

@@ -167,6 +167,7 @@ class Judge:
                "entries": len(self.store.keys()), "keys": self.store.keys(), "device": str(self.device)}
         if self.device.type == "cuda":
             out["device_allocated_bytes"] = torch.cuda.memory_allocated(self.device)
+            out["device_total_bytes"] = torch.cuda.get_device_properties(self.device).total_memory
         return out
 
 

@@ -88,7 +88,9 @@ def run_reference(job: dict, rep: Reporter) -> None:
             check = _check_inputs(task, protocol, device)
             rep.send({"kind": Kind.check}, [o for o in harness.as_outputs(_forward(model, check))
                                          if isinstance(o, torch.Tensor)])
-        rep.send({"kind": Kind.device, **device_info(device)})
+        # The device memory it took at its peak: later jobs of this task reserve that much.
+        peak = torch.cuda.max_memory_reserved(device) if device.type == "cuda" else 0
+        rep.send({"kind": Kind.device, **device_info(device), "peak_bytes": int(peak)})
     except BaseException as exc:  # noqa: BLE001
         _fail(rep, harness.classify(exc, "run"), exc, None, "run")
         return

@@ -1,0 +1,53 @@
+"""Admission of worker jobs by the device memory they are expected to use (trusted evaluator side).
+
+Worker slots alone let several large tasks share a GPU until one of them runs out of memory,
+a failure that is the evaluator's, not the task's or the kernel's. Each job reserves what it is
+expected to need before it starts and gives it back when it ends; a job waits while the device
+is spoken for. Estimates come from the reference's own measured peak (`estimate`); a task not
+yet measured reserves half of the device, so at most two unknown tasks start at once. A job
+larger than the whole device runs alone. Without a capacity (the CPU) nothing is limited.
+"""
+
+from __future__ import annotations
+
+import threading
+from contextlib import contextmanager
+from typing import Iterator
+
+UNKNOWN_SHARE = 0.5
+HEADROOM = 1.25  # a reference measured once may take a little more another time
+CANDIDATE_FACTOR = 1.5  # a candidate may keep more intermediates than the reference
+SLACK_BYTES = 256 << 20
+
+
+class DeviceMemory:
+    def __init__(self, capacity_bytes: int | None) -> None:
+        self.capacity = capacity_bytes
+        self.reserved = 0
+        self._cond = threading.Condition()
+
+    def estimate(self, reference_peak: int | None, candidate: bool) -> int:
+        """Bytes to reserve for a job of a task whose reference peaked at `reference_peak`."""
+        if self.capacity is None:
+            return 0
+        if not reference_peak:
+            return int(self.capacity * UNKNOWN_SHARE)
+        factor = CANDIDATE_FACTOR if candidate else HEADROOM
+        return int(reference_peak * factor) + SLACK_BYTES
+
+    @contextmanager
+    def reserve(self, nbytes: int) -> Iterator[None]:
+        """Hold `nbytes` of the device for the duration (at most the whole device)."""
+        if self.capacity is None or nbytes <= 0:
+            yield
+            return
+        nbytes = min(nbytes, self.capacity)
+        with self._cond:
+            self._cond.wait_for(lambda: self.reserved + nbytes <= self.capacity)
+            self.reserved += nbytes
+        try:
+            yield
+        finally:
+            with self._cond:
+                self.reserved -= nbytes
+                self._cond.notify_all()
