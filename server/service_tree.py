@@ -213,7 +213,7 @@ class TreeOps:
         if not with_pending:
             return base, entry
         now = time.time()
-        pending = [PendingView(i, n, c) for i, n, c in self.store.open_expansions(task_id, now)]
+        pending = [PendingView(i, n, c, a) for i, n, c, a in self.store.open_expansions(task_id, now)]
         return base.with_pending(pending, now), entry
 
     def _brief(self, entry: Any, node_id: str) -> NodeBrief:

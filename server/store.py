@@ -436,9 +436,10 @@ class Store:
 
     # -- expansions ---------------------------------------------------------------
 
-    def open_expansions(self, task_id: str, now: float) -> list[tuple[str, str, float]]:
+    def open_expansions(self, task_id: str, now: float) -> list[tuple[str, str, float, str]]:
+        """(id, node_id, created_at, action) of the task's unanswered, unexpired expansions."""
         return self.conn().execute(
-            "SELECT id, node_id, created_at FROM expansions WHERE task_id = ? AND consumed = 0 AND expires_at > ?",
+            "SELECT id, node_id, created_at, action FROM expansions WHERE task_id = ? AND consumed = 0 AND expires_at > ?",
             (task_id, now)).fetchall()
 
     def create_expansion(self, *, expansion_id: str, task_id: str, node_id: str, action: str, created_by: str,
