@@ -30,14 +30,38 @@ class Edit(Out):
 
 
 class SearchOverrides(Out):
-    """Optional per-task search settings (defaults follow the paper)."""
+    """Optional per-task search settings; an omitted one keeps the method's default."""
 
-    max_steps: int | None = Field(None, ge=1, le=100_000, description="evaluation budget of the task")
-    c_explore: float | None = Field(None, ge=0, le=10)
-    c_expand: float | None = Field(None, ge=0, le=10)
-    p_large: float | None = Field(None, ge=0, le=1)
-    expansion_ttl_s: float | None = Field(None, ge=10, le=7 * 86400)
-    reward: str | None = Field(None, max_length=50, description="name of the reward function")
+    max_steps: int | None = Field(None, ge=1, le=100_000, description="evaluation budget of the task (default 100)")
+    c_explore: float | None = Field(None, ge=0, le=10, description="UCT exploration constant (default 0.3)")
+    c_expand: float | None = Field(None, ge=0, le=10, description="widening constant (default 0.3; 0.15 for "
+                                                                 "harder, model-level tasks)")
+    p_large: float | None = Field(None, ge=0, le=1, description="chance of a large step when not forced "
+                                                               "(default 0.2)")
+    max_small_children: int | None = Field(None, ge=1, le=100, description="a node with this many small-step "
+                                                                          "children (made or pending) gets a large "
+                                                                          "step (default 2)")
+    c_recent: int | None = Field(None, ge=1, le=50, description="small step: recent nodes of the branch shown "
+                                                               "(default 5)")
+    c_pool: int | None = Field(None, ge=1, le=50, description="large step: size of the pool of strong kernels "
+                                                             "(default 5)")
+    pool_topup: bool | None = Field(None, description="top up the large-step pool with strong kernels of other "
+                                                      "branches (default false, as in the method's KernelBench "
+                                                      "setup)")
+    topup_temperature: float | None = Field(None, gt=0, le=100, description="softmax temperature over speedup "
+                                                                           "for the top-up (default 1)")
+    topup_geometric_p: float | None = Field(None, gt=0, le=1, description="parameter of the geometric count of "
+                                                                         "top-up kernels (default 0.5)")
+    q_max_blend: float | None = Field(None, ge=0, le=1, description="Q = (1-b)*mean + b*max of subtree rewards "
+                                                                   "(default 0)")
+    history_code_tokens: int | None = Field(None, ge=0, le=50_000, description="small step: code of the branch "
+                                                                              "history within this many tokens "
+                                                                              "(default 6000; 0 = none)")
+    expansion_ttl_s: float | None = Field(None, ge=10, le=7 * 86400, description="seconds an unanswered "
+                                                                                "expansion holds its place "
+                                                                                "(default 900)")
+    reward: str | None = Field(None, max_length=50, description="reward function: 'paper' (default) or "
+                                                                "'log_speedup'")
 
 
 class ProtocolOverrides(Out):
@@ -62,7 +86,8 @@ class RegisterTaskResult(Out):
     synthetic: bool = False
     root_node_id: str
     flags: list[Flag] = Field(description="problems found at validation; read them before optimizing")
-    output_shapes: list[list[int]] = []
+    output_shapes: list[list[int]] = Field([], description="shapes of the reference's outputs")
+    facts: TaskFacts | None = Field(None, description="inputs, outputs, tolerance and device (no code)")
     baseline_ms: float | None = Field(None, description="reference runtime; null without a GPU")
     baseline_note: str | None = None
     device: str
@@ -117,27 +142,71 @@ class TreeSummary(Out):
 
 
 class ContextNode(Out):
-    node_id: str
-    action: str
-    status: str
-    speedup: float | None = None
-    feedback: str | None = None
-    code: str | None = None
+    """A node shown to the agent as context."""
+
+    node_id: str = Field(description="the node's id")
+    action: str = Field(description="how it was made: 'root' (the reference), 'large' or 'small' step")
+    status: str = Field(description="its evaluation status, or 'pending' while it runs")
+    speedup: float | None = Field(None, description="reference time / kernel time; null when not timed")
+    feedback: str | None = Field(None, description="the evaluator's feedback on it")
+    code: str | None = Field(None, description="its source, when shown (within the context's size budget)")
+
+
+class Sibling(Out):
+    """A child already made from the chosen parent: do not repeat it."""
+
+    node_id: str = Field(description="the sibling's id")
+    action: str = Field(description="'small' or 'large' step")
+    status: str = Field(description="its evaluation status, or 'pending' while it runs")
+    speedup: float | None = Field(None, description="reference time / kernel time; null when not timed")
+    summary: str = Field(description="the first line of its feedback")
+    change: str = Field(description="what it changed against the parent: the first changed lines ('-' removed, "
+                                    "'+' added), or 'rewritten' for a new kernel")
+
+
+class TensorSpec(Out):
+    """Shape and dtype of one tensor."""
+
+    shape: list[int] | None = Field(description="dimensions; null when not a literal in the task source")
+    dtype: str = Field(description="torch dtype name, e.g. 'float32'; 'unknown' when not read from the source")
+
+
+class TaskFacts(Out):
+    """What every kernel of the task must satisfy."""
+
+    inputs: list[TensorSpec] = Field(description="forward() inputs as get_inputs() makes them, in order (read "
+                                                 "from the task source at registration, not run)")
+    outputs: list[TensorSpec] = Field(description="forward() outputs of the reference, in order")
+    tolerance: str = Field(description="the correctness check every output must pass")
+    device: str = Field(description="where candidates run: 'cpu' (Triton interpreter) or a CUDA device")
+    reference_code: str | None = Field(None, description="the reference PyTorch module; given to large steps and "
+                                                         "first kernels")
 
 
 class ExpandResult(Out):
-    task_id: str
-    budget_exhausted: bool = False
+    """Everything needed to write the next kernel."""
+
+    task_id: str = Field(description="the task")
+    budget_exhausted: bool = Field(False, description="true when the task's step budget is used up; nothing else "
+                                                      "is filled in then")
     expansion_id: str | None = Field(None, description="pass it to evaluate_kernel")
-    expires_at: float | None = None
-    action: Literal["large", "small"] | None = None
-    instructions: str
-    parent: ContextNode | None = Field(None, description="the node to improve, with code and feedback")
-    history: list[ContextNode] = Field([], description="small step: recent nodes of this branch")
+    expires_at: str | None = Field(None, description="when the expansion stops holding its place in the tree "
+                                                     "(ISO 8601, UTC); evaluate_kernel still accepts it later")
+    action: Literal["large", "small"] | None = Field(None, description="the step to take")
+    instructions: str = Field(description="what to do in this step")
+    task: TaskFacts | None = Field(None, description="inputs, outputs, tolerance and device of the task")
+    parent: ContextNode | None = Field(None, description="small step: the node to refine, with code and feedback. "
+                                                         "Large step: where the new kernel attaches (no code; "
+                                                         "learn from the pool instead)")
+    siblings: list[Sibling] = Field([], description="children already made from this parent (newest last): "
+                                                    "try something else")
+    history: list[ContextNode] = Field([], description="small step: the branch's recent nodes, oldest first, "
+                                                       "ending with the parent; code of the newest within a "
+                                                       "size budget")
     pool: list[ContextNode] = Field([], description="large step: strong kernels of the tree, with code")
     memory: str = Field("", description="skill memory: validity rules to follow")
-    hardware: str = ""
-    budget_left: int
+    hardware: str = Field("", description="the device candidates run on")
+    budget_left: int = Field(description="evaluations left in the task's budget after this one; -1 = unlimited")
 
 
 class EvaluateResult(Out):
@@ -285,3 +354,6 @@ class MergeRulesResult(Out):
 class UnmergeResult(Out):
     merge_id: str
     rules: list[RuleDetail] = Field(description="the rule merged into, then the rules restored")
+
+
+RegisterTaskResult.model_rebuild()

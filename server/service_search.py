@@ -31,11 +31,15 @@ from .edits import EditError, apply_edits
 from .inputs import check_parsable
 from .memory import MemoryAdapter
 from .metrics import Metrics
-from .models import MAX_SOURCE_CHARS, ContextNode, Edit, EvaluateResult, ExpandResult
+from .models import MAX_SOURCE_CHARS, ContextNode, Edit, EvaluateResult, ExpandResult, Sibling
+from .texts import change_summary, iso_utc
 from .service_tree import TreeOps, _runtime_ms, _status
 from .store import root_id
 
 log = logging.getLogger("adaexplore.server")
+
+MAX_SIBLINGS = 8
+"""Siblings shown to an expansion (the newest ones), to keep the context small."""
 
 
 class SearchOps(TreeOps):
@@ -70,21 +74,60 @@ class SearchOps(TreeOps):
                                                   action=action, created_by=caller, ttl_s=params.expansion_ttl_s)
         parent = self.store.get_node(sel.node_id)
         assert parent is not None
+        parent_is_root = parent["action"] == "root"
+        small = action == "small"
         parent_ctx = ContextNode(node_id=parent["id"], action=parent["action"], status=_status(parent["status"]),
-                                 speedup=parent["speedup"], feedback=parent["feedback"], code=parent["source"])
+                                 speedup=parent["speedup"], feedback=parent["feedback"],
+                                 code=parent["source"] if small and not parent_is_root else None)
         ctx_ids = [i for i in ctx_ids if i != sel.node_id] if action == "large" else ctx_ids
         details = self.store.node_details(ctx_ids)
-        codes = self.store.node_sources(ctx_ids) if action == "large" else {}
+        codes = self.store.node_sources(ctx_ids) if action == "large" else self._history_code(
+            [i for i in ctx_ids if i != sel.node_id], params.history_code_tokens)
         ctx_nodes = [ContextNode(node_id=i, action=details[i]["action"], status=_status(details[i]["status"]),
                                  speedup=details[i]["speedup"], feedback=details[i]["feedback"], code=codes.get(i))
                      for i in ctx_ids if i in details]
         task_source = self.store.get_task(task_id)["source"]  # type: ignore[index]
         return ExpandResult(
-            task_id=task_id, expansion_id=expansion_id, expires_at=expires, action=action,
-            instructions=texts.instructions(action, parent["action"] == "root"), parent=parent_ctx,
-            history=ctx_nodes if action == "small" else [], pool=ctx_nodes if action == "large" else [],
+            task_id=task_id, expansion_id=expansion_id, expires_at=iso_utc(expires), action=action,
+            instructions=texts.instructions(action, parent_is_root),
+            task=self.task_facts(task_id, with_code=action == "large" or parent_is_root),
+            parent=parent_ctx, siblings=self._siblings(index, sel.node_id, parent["source"]),
+            history=ctx_nodes if small else [], pool=ctx_nodes if action == "large" else [],
             memory=self.memory.render(task_source, 1500),
             hardware=self.evaluators.hardware(), budget_left=max(0, left - 1) if left is not None else -1)
+
+    def _history_code(self, ids: list[str], token_budget: int) -> dict[str, str]:
+        """Code of the branch history, newest first, while it fits in ``token_budget`` (4 chars a token)."""
+        if token_budget <= 0 or not ids:
+            return {}
+        sources = self.store.node_sources(ids)
+        room = token_budget * 4
+        out: dict[str, str] = {}
+        for i in reversed(ids):
+            code = sources.get(i)
+            if code is None or len(code) > room:
+                break
+            out[i] = code
+            room -= len(code)
+        return out
+
+    def _siblings(self, index, parent_id: str, parent_source: str | None) -> list[Sibling]:
+        """The children already made from ``parent_id`` (the newest MAX_SIBLINGS), with what each changed."""
+        kids = index.children_of(parent_id)[-MAX_SIBLINGS:]
+        if not kids:
+            return []
+        details = self.store.node_details(kids)
+        sources = self.store.node_sources(kids)
+        out = []
+        for k in kids:
+            d = details.get(k)
+            if d is None:
+                continue
+            first = (d["feedback"] or ("evaluation still running" if d["status"] is None else "")).strip()
+            first = first.splitlines()[0] if first else ""
+            out.append(Sibling(node_id=k, action=d["action"], status=_status(d["status"]), speedup=d["speedup"],
+                               summary=first[:160], change=change_summary(parent_source, sources.get(k, ""))))
+        return out
 
     # -- evaluation ---------------------------------------------------------------
 

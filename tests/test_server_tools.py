@@ -112,8 +112,8 @@ def test_search_loop_failures_edits_duplicates_and_memory(server):
 
     o = call(mcp, fn)
     assert o["exp"]["action"] == "large" and o["exp"]["parent"]["node_id"] == f"{tid}-0"
-    assert "class Model" in o["exp"]["parent"]["code"] and o["exp"]["hardware"]
-    assert o["fail"]["status"] == "compile_error" and o["fail"]["reward"] == 0.0 and "constexpr" in o["fail"]["feedback"]
+    assert "class Model" in o["exp"]["task"]["reference_code"] and o["exp"]["hardware"]
+    assert o["fail"]["status"] == "compile_error" and o["fail"]["reward"] == 0.05 and "constexpr" in o["fail"]["feedback"]
     assert o["reuse"].is_error and "already used" in o["reuse"].content[0].text
     assert o["dup"]["duplicate"] and o["dup"]["node_id"] == o["fail"]["node_id"]
     assert o["edit0"].is_error and "edit 0" in o["edit0"].content[0].text and "does not occur" in o["edit0"].content[0].text
