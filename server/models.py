@@ -6,6 +6,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..search.rewards import REWARD_TABLE
+
 MAX_SOURCE_CHARS = 256 * 1024
 MAX_EDITS = 64
 MAX_NAME_CHARS = 200
@@ -18,8 +20,81 @@ NodeId = Annotated[str, Field(min_length=1, max_length=MAX_ID_CHARS, description
 Source = Annotated[str, Field(max_length=MAX_SOURCE_CHARS, description="full Python source (at most 256 KiB)")]
 
 
+GLOSSARY: dict[str, str] = {
+    "node_id": "the node's id (e.g. '<task_id>-7')",
+    "parent_id": "the parent node's id; null for the root",
+    "action": "how the node was made: 'root' (the reference), 'large' or 'small' step",
+    "speedup": "reference time / kernel time; null when not timed (no GPU) or not correct",
+    "reward": "the search's reward for the node (paper reward: 0 to 1.6; evaluate_kernel's schema gives it per "
+              "status)",
+    "runtime_ms": "mean kernel time in milliseconds; null when not timed",
+    "created_by": "the caller that submitted it",
+    "code": "the source, only when asked for",
+    "task_id": "the task's id",
+    "name": "a short name",
+    "candidates": "the top correct kernels, fastest first",
+    "rule_id": "the rule's id",
+    "text": "the rule's wording",
+    "count": "occasions it was seen on",
+    "active": "served to agents: confirmed, not contradicted, not retired",
+    "contradicted": "contradicted by correct kernels, so not served",
+    "retired": "retired by an admin, so not served",
+    "who": "callers that recorded it",
+    "error_class": "the exception class of the failures",
+    "available": "false when the skill memory could not be read just now",
+    "active_rules": "rules served to agents now",
+    "rules_added": "rules new to this memory",
+    "rules_merged": "imported rules merged into equivalent ones here",
+    "evidence_added": "occasions added to existing rules",
+    "experiences_added": "failed evaluations added",
+    "contradictions_added": "contradicting correct kernels added",
+    "why": "why it is listed here",
+    "total_rules": "rules stored",
+    "best_speedup": "speedup of the fastest correct kernel; null if none or not timed",
+    "flags": "codes of the problems found at validation",
+    "tasks": "the registered tasks",
+    "merged": "true when the rule was merged into a stored equivalent",
+    "merged_into_text": "the wording of the rule it was merged into",
+    "reason": "why the occasion was not counted, if it was not",
+    "correctness_trials": "random input sets every candidate must match (default 5)",
+    "tolerance": "tolerance profile for atol and rtol: default (0.01), strict (1e-4), fp32 (1e-5), loose (0.05)",
+    "warmup_runs": "untimed runs before timing (default 10)",
+    "timed_runs": "timed runs per candidate (default 100)",
+    "timeout_s": "seconds a candidate may run before it is stopped (default 120)",
+    "message": "what it means",
+    "synthetic": "written by an agent from a synthesis brief",
+    "root_node_id": "the root of the task's tree (the reference module)",
+    "baseline_note": "why there is no baseline time, when there is none",
+    "device": "where candidates run: 'cpu' (Triton interpreter) or a CUDA device",
+    "max_steps": "evaluation budget of the task",
+    "summary": "one line about it",
+    "seed_task_ids": "ids of the seed tasks",
+    "instructions": "what to do",
+    "nodes": "candidates in the tree",
+    "by_status": "candidates by evaluation status ('pending' while evaluated)",
+    "open_expansions": "expansions handed out and not yet answered",
+    "best": "the task's best correct kernel so far",
+    "max_depth": "depth of the deepest node",
+    "steps_used": "evaluations used, open expansions included",
+    "budget_left": "evaluations left in the task's budget; -1 = unlimited",
+    "feedback": "the evaluator's feedback",
+    "seq": "creation order within the task",
+    "depth": "distance from the root",
+    "children": "number of child nodes",
+    "merge_id": "the merge's id (unmerge_rules takes it)",
+}
+"""Descriptions of fields that recur across tools, for the schemas (a field's own description wins)."""
+
+
+def _describe(schema: dict[str, Any]) -> None:
+    for name, prop in schema.get("properties", {}).items():
+        prop.pop("title", None)  # "Node Id" for node_id says nothing; the description does
+        if not prop.get("description") and name in GLOSSARY:
+            prop["description"] = GLOSSARY[name]
+
+
 class Out(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", json_schema_extra=_describe)
 
 
 class Edit(Out):
@@ -217,7 +292,7 @@ class EvaluateResult(Out):
     duplicate: bool = Field(False, description="the same code was already evaluated; no new work was done")
     feedback: str | None = None
     speedup: float | None = None
-    reward: float | None = None
+    reward: float | None = Field(None, description="the search's reward for this node. " + REWARD_TABLE)
     runtime_ms: float | None = None
     best: NodeBrief | None = Field(None, description="the task's best correct kernel so far")
     budget_left: int
@@ -239,11 +314,12 @@ class RuleInfo(Out):
     text: str
     count: int = 0
     active: bool = Field(True, description="confirmed: seen on at least `threshold` distinct tasks")
-    status: Literal["confirmed", "unconfirmed"] = "confirmed"
+    status: Literal["confirmed", "unconfirmed"] = Field("confirmed", description="confirmed: seen on at least "
+                                                        "`threshold` distinct tasks; unconfirmed: not yet")
 
 
 class SignatureInfo(Out):
-    signature: str
+    signature: str = Field(description="the failures' normalized error message")
     count: int = Field(description="distinct tasks that failed this way")
     error_class: str
     example: str = Field(description="one raw message of the cluster (truncated)")
@@ -251,7 +327,7 @@ class SignatureInfo(Out):
 
 class SkillMemoryResult(Out):
     rendered: str = Field(description="ready to paste into a prompt")
-    rules: list[RuleInfo]
+    rules: list[RuleInfo] = Field(description="the rules, ranked")
     available: bool = True
     threshold: int = Field(3, description="distinct tasks a rule needs to become active")
     total_rules: int = Field(0, description="all rules, including candidates, contradicted and retired ones")
@@ -276,8 +352,8 @@ class RuleDetail(Out):
 
 class MemoryDocument(Out):
     document: dict[str, Any] = Field(description="the export file (format adaexplore-skill-memory)")
-    rules: int
-    experiences: int
+    rules: int = Field(description="rules in the document")
+    experiences: int = Field(description="failed evaluations in the document")
 
 
 class ImportMemoryResult(Out):
@@ -290,7 +366,7 @@ class ImportMemoryResult(Out):
 
 class OperatorInfo(Out):
     name: str
-    signature: str
+    signature: str = Field(description="its constructor's signature")
     summary: str = ""
 
 
@@ -334,7 +410,7 @@ class GroupMemberInfo(Out):
 
 
 class RuleGroup(Out):
-    rules: list[GroupMemberInfo]
+    rules: list[GroupMemberInfo] = Field(description="the rules of the group")
 
 
 class RuleGroupsResult(Out):

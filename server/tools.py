@@ -90,8 +90,10 @@ def register_tools(mcp: MCPServer, svc: Service) -> None:
         path: Annotated[str | None, Field(max_length=4096, description="a task file inside the server's task "
                                                                        "roots, instead of source")] = None,
         name: Annotated[str | None, Field(max_length=MAX_NAME_CHARS, description="a short name")] = None,
-        search: SearchOverrides | None = None,
-        protocol: ProtocolOverrides | None = None,
+        search: Annotated[SearchOverrides | None, Field(description="per-task search settings; omitted ones keep "
+                                                                    "the method's defaults")] = None,
+        protocol: Annotated[ProtocolOverrides | None, Field(description="per-task correctness and timing "
+                                                                        "settings")] = None,
         synthetic: Annotated[bool, Field(description="a task written from synthesize_task: accepted only if it "
                                                      "runs and is not degenerate")] = False,
     ) -> RegisterTaskResult:
@@ -127,8 +129,10 @@ def register_tools(mcp: MCPServer, svc: Service) -> None:
     @mcp.tool(annotations=APPEND, title="Choose the next step")
     async def expand_node(task_id: TaskId) -> ExpandResult:
         """Select a node and a step (small refinement or large restructuring) by the search rules, and return
-        what is needed to write the next kernel: instructions, parent code and feedback, branch history or
-        pool of strong kernels, skill memory, hardware facts, and an expansion_id for evaluate_kernel."""
+        what is needed to write the next kernel: instructions; the task's inputs, outputs, tolerance and device;
+        the siblings already tried from this parent; for a small step the parent's code and feedback and the
+        branch history, for a large step the pool of strong kernels and the reference; skill memory, hardware
+        facts, and an expansion_id for evaluate_kernel."""
         who = caller("write")
         return await run(svc.expand, task_id, who)
 
@@ -169,8 +173,8 @@ def register_tools(mcp: MCPServer, svc: Service) -> None:
     @mcp.tool(annotations=READ, title="Best kernels")
     async def best_candidates(
         task_id: TaskId,
-        k: Annotated[int, Field(ge=1, le=50)] = 5,
-        include_code: bool = False,
+        k: Annotated[int, Field(ge=1, le=50, description="how many kernels to return")] = 5,
+        include_code: Annotated[bool, Field(description="also return each kernel's source")] = False,
     ) -> BestCandidatesResult:
         """The task's top correct kernels, fastest first, with metrics (code on request)."""
         caller("read")
@@ -197,8 +201,10 @@ def register_tools(mcp: MCPServer, svc: Service) -> None:
         rule: Annotated[str, Field(min_length=1, max_length=MAX_RULE_CHARS,
                                    description="one-sentence validity rule: do X, not Y")],
         node_id: Annotated[str | None, Field(max_length=100, description="the failing node it explains")] = None,
-        task_id: Annotated[str | None, Field(max_length=100)] = None,
-        error_excerpt: Annotated[str | None, Field(max_length=MAX_EXCERPT_CHARS)] = None,
+        task_id: Annotated[str | None, Field(max_length=100, description="the task the failure happened on, when "
+                                                                        "no node_id is given")] = None,
+        error_excerpt: Annotated[str | None, Field(max_length=MAX_EXCERPT_CHARS, description="the error message "
+                                                   "the rule explains, as the feedback gave it")] = None,
         same_as: Annotated[str | None, Field(max_length=MAX_ID_CHARS, description=(
             "the rule_id of a stored rule that says the same thing (taken from `closest` of an earlier answer): "
             "this occasion then counts for that rule"))] = None,
@@ -288,3 +294,7 @@ def register_tools(mcp: MCPServer, svc: Service) -> None:
         result with register_task(synthetic=true)."""
         caller("read")
         return await run(svc.synthesize, n_seeds, n_ops, seed)
+
+    for tool in mcp._tool_manager.list_tools():
+        # Docstrings carry their source indentation; tool pickers show it raw. One line, single spaces.
+        tool.description = " ".join((tool.description or "").split())
