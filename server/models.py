@@ -301,7 +301,61 @@ class EvaluateResult(Out):
 class Candidate(NodeBrief):
     runtime_ms: float | None = None
     created_by: str
+    triton_share: float | None = Field(None, description="share of its device time spent in its own Triton "
+                                                         "kernels (0..1), once profile_kernel ran it on a GPU; "
+                                                         "null when unknown")
     code: str | None = None
+
+
+class KernelRow(Out):
+    """One GPU kernel (or memcpy/memset) of a profiled forward."""
+
+    name: str = Field(description="the kernel's name as the profiler reports it")
+    triton: bool = Field(description="true for the candidate's own Triton kernels; false for PyTorch/cuBLAS/"
+                                     "copies")
+    calls_per_run: float = Field(description="launches per forward")
+    ms_per_run: float = Field(description="device milliseconds per forward")
+    share: float = Field(description="share of the forward's device time (0..1)")
+
+
+class TritonKernelRow(Out):
+    """What Triton reports about one compiled kernel of the candidate."""
+
+    name: str = Field(description="the compiled kernel's name")
+    n_regs: int | None = Field(None, description="registers per thread")
+    n_spills: int | None = Field(None, description="registers spilled to local memory")
+    shared_bytes: int | None = Field(None, description="shared memory per block, in bytes")
+    num_warps: int | None = Field(None, description="warps per block")
+    num_stages: int | None = Field(None, description="software pipelining stages")
+
+
+class ProfileResult(Out):
+    """Where a correct kernel's time goes, against the device's peaks and the task's floor."""
+
+    node_id: str = Field(description="the profiled node")
+    task_id: str = Field(description="its task")
+    device: str = Field(description="where it was profiled: a CUDA device, or 'cpu' (nothing timed)")
+    profiled: bool = Field(description="true when the per-kernel breakdown ran on a GPU")
+    summary: str = Field(description="a few lines to act on; says why parts are missing when they are")
+    candidate_ms: float | None = Field(None, description="the kernel's verified time per forward, in ms")
+    device_ms_per_run: float | None = Field(None, description="sum of all kernel times per forward, in ms")
+    triton_share: float | None = Field(None, description="share of device time in the candidate's Triton "
+                                                         "kernels (0..1); low means PyTorch does the work")
+    kernels: list[KernelRow] = Field([], description="time per launched kernel, slowest first")
+    triton_kernels: list[TritonKernelRow] = Field([], description="registers, spills and occupancy inputs "
+                                                                  "where Triton reports them")
+    floor_bytes: int | None = Field(None, description="bytes the task must move at least (inputs, outputs, "
+                                                      "parameters)")
+    floor_flops: int | None = Field(None, description="matmul/conv/attention FLOPs of the reference")
+    floor_ms: float | None = Field(None, description="the task's time floor on this device's measured peaks")
+    vs_floor: float | None = Field(None, description="candidate time / floor time (1 = at the floor)")
+    achieved_gbps: float | None = Field(None, description="floor bytes / candidate time, GB/s")
+    bandwidth_fraction: float | None = Field(None, description="achieved bandwidth / the device's measured "
+                                                               "copy bandwidth")
+    achieved_tflops: float | None = Field(None, description="floor FLOPs / candidate time, TFLOP/s")
+    flops_fraction: float | None = Field(None, description="achieved FLOP/s / the device's measured matmul "
+                                                           "peak")
+    notes: list[str] = Field([], description="caveats of the measurement")
 
 
 class BestCandidatesResult(Out):

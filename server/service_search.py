@@ -31,7 +31,17 @@ from .edits import EditError, apply_edits
 from .inputs import check_parsable
 from .memory import MemoryAdapter
 from .metrics import Metrics
-from .models import MAX_SOURCE_CHARS, ContextNode, Edit, EvaluateResult, ExpandResult, Sibling
+from .models import (
+    MAX_SOURCE_CHARS,
+    ContextNode,
+    Edit,
+    EvaluateResult,
+    ExpandResult,
+    KernelRow,
+    ProfileResult,
+    Sibling,
+    TritonKernelRow,
+)
 from .texts import change_summary, iso_utc
 from .service_tree import TreeOps, _runtime_ms, _status
 from .store import root_id
@@ -226,6 +236,39 @@ class SearchOps(TreeOps):
                 self.memory.experience(task_id, node_id, result, caller)
         except Exception:  # memory is advisory; never lose a result over it
             log.exception("skill memory update failed for %s", node_id)
+
+    def profile(self, node_id: str) -> ProfileResult:
+        """The evaluator's profile of a correct node (on a GPU: per-kernel times, Triton share, roofline)."""
+        node = self.store.get_node(node_id)
+        if node is None:
+            raise ToolError(f"unknown node_id {node_id!r}; node ids look like '<task_id>-<n>' (see best_candidates)")
+        if node["status"] != "correct":
+            raise ToolError(f"node {node_id} is {_status(node['status'])}, and only a correct kernel can be "
+                            "profiled; pick one from best_candidates")
+        task_id = node["task_id"]
+        _, protocol, name = self._params(task_id)
+        task = Task(name=name, source=self.store.get_task(task_id)["source"], protocol=protocol)  # type: ignore[index]
+        ev = self.evaluators.get()
+        members = getattr(ev, "members", None) or [ev]  # a fleet profiles on the GPU that timed the node
+        ran_on = (node["result"] or {}).get("device")
+        member = next((m for m in members if getattr(m, "device", None) == ran_on), members[0])
+        rep = member.profile(task, node["source"], protocol)
+        runs = max(1, rep.profiled_runs)
+        out = ProfileResult(
+            node_id=node_id, task_id=task_id, device=rep.device, profiled=rep.profiled,
+            summary=self.scrub(rep.summary), candidate_ms=rep.candidate_ms, device_ms_per_run=rep.device_ms_per_run,
+            triton_share=rep.triton_share,
+            kernels=[KernelRow(name=k.name, triton=k.triton, calls_per_run=k.calls / runs, ms_per_run=k.ms_per_run,
+                               share=k.share) for k in rep.kernels],
+            triton_kernels=[TritonKernelRow(name=t.name, n_regs=t.n_regs, n_spills=t.n_spills,
+                                            shared_bytes=t.shared_bytes, num_warps=t.num_warps,
+                                            num_stages=t.num_stages) for t in rep.triton_kernels],
+            floor_bytes=rep.floor_bytes, floor_flops=rep.floor_flops, floor_ms=rep.floor_ms, vs_floor=rep.vs_floor,
+            achieved_gbps=rep.achieved_gbps, bandwidth_fraction=rep.bandwidth_fraction,
+            achieved_tflops=rep.achieved_tflops, flops_fraction=rep.flops_fraction, notes=list(rep.notes))
+        if rep.profiled:
+            self.store.save_profile(node_id, rep.device, rep.triton_share, out.model_dump(mode="json"))
+        return out
 
     def node_result(self, node_id: str, duplicate: bool = False) -> EvaluateResult:
         node = self.store.get_node(node_id, with_source=False)

@@ -285,10 +285,11 @@ class TreeOps:
         index, entry = self._index(task_id, with_pending=False)
         ids = entry.memoized(("best", k), lambda _: best_nodes(index, k))
         codes = self.store.node_sources(ids) if include_code else {}
+        shares = self.store.triton_shares(ids)
         out = []
         for i in ids:
             b = self._brief(entry, i)
-            out.append(Candidate(**b.model_dump(), created_by="", code=codes.get(i)))
+            out.append(Candidate(**b.model_dump(), created_by="", triton_share=shares.get(i), code=codes.get(i)))
         if ids:
             who = self.store.node_details(ids)
             out = [c.model_copy(update={"created_by": who[c.node_id]["created_by"]}) for c in out]

@@ -30,6 +30,7 @@ from .models import (
     MergeRulesResult,
     NodeId,
     NodeInfo,
+    ProfileResult,
     ProtocolOverrides,
     RecordFailureResult,
     RegisterTaskResult,
@@ -50,6 +51,9 @@ READ = ToolAnnotations(read_only_hint=True, idempotent_hint=True, destructive_hi
 REGISTER = ToolAnnotations(read_only_hint=False, idempotent_hint=True, destructive_hint=False, open_world_hint=False)
 # evaluate_kernel: identical code is reported as a duplicate, so repeating it adds nothing.
 EVALUATE = ToolAnnotations(read_only_hint=False, idempotent_hint=True, destructive_hint=False, open_world_hint=False)
+# profile_kernel: runs the kernel again under a profiler; it keeps the latest report (best_candidates shows its
+# Triton share), so a repeat changes nothing else.
+PROFILE = ToolAnnotations(read_only_hint=False, idempotent_hint=True, destructive_hint=False, open_world_hint=False)
 # expand_node / record_failure: every call adds an expansion or an occasion.
 APPEND = ToolAnnotations(read_only_hint=False, idempotent_hint=False, destructive_hint=False, open_world_hint=False)
 # retire_rule / edit_rule: change a rule in place (a retired rule is no longer served; an edit replaces the
@@ -179,6 +183,15 @@ def register_tools(mcp: MCPServer, svc: Service) -> None:
         """The task's top correct kernels, fastest first, with metrics (code on request)."""
         caller("read")
         return await run(svc.best_candidates, task_id, k, include_code)
+
+    @mcp.tool(annotations=PROFILE, title="Profile a kernel")
+    async def profile_kernel(node_id: NodeId) -> ProfileResult:
+        """Where a correct kernel's time goes: time per launched kernel (Triton and other), the share of device
+        time in Triton kernels, achieved bandwidth and FLOP/s against the device's measured peaks and the
+        distance to the task's floor, registers and spills where Triton reports them. Without a GPU only the
+        task's floor (bytes, FLOPs) is reported, and the summary says why."""
+        caller("read")
+        return await run(svc.profile, node_id)
 
     @mcp.tool(annotations=READ, title="Skill memory")
     async def get_skill_memory(
