@@ -273,6 +273,8 @@ class ExpandResult(Out):
     parent: ContextNode | None = Field(None, description="small step: the node to refine, with code and feedback. "
                                                          "Large step: where the new kernel attaches (no code; "
                                                          "learn from the pool instead)")
+    parent_profile: str | None = Field(None, description="small step: where the parent's time goes on the GPU "
+                                                         "(profile_kernel's summary), when it was profiled")
     siblings: list[Sibling] = Field([], description="children already made from this parent (newest last): "
                                                     "try something else")
     history: list[ContextNode] = Field([], description="small step: the branch's recent nodes, oldest first, "

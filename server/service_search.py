@@ -15,6 +15,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 from mcp.server.mcpserver.exceptions import ToolError
 
+from ..evaluator.lint import nan_hint
 from ..evaluator.task import Task, source_hash
 from ..evaluator.types import ErrorInfo, EvalResult, Protocol, Status
 from ..search import (
@@ -102,6 +103,7 @@ class SearchOps(TreeOps):
             instructions=texts.instructions(action, parent_is_root),
             task=self.task_facts(task_id, with_code=action == "large" or parent_is_root),
             parent=parent_ctx, siblings=self._siblings(index, sel.node_id, parent["source"]),
+            parent_profile=self.store.profile_summary(sel.node_id) if small else None,
             history=ctx_nodes if small else [], pool=ctx_nodes if action == "large" else [],
             memory=self.memory.render(task_source, 1500),
             hardware=self.evaluators.hardware(), budget_left=max(0, left - 1) if left is not None else -1)
@@ -219,9 +221,18 @@ class SearchOps(TreeOps):
         status = result.status.value
         infra = result.status is Status.infra_error
         reward = None if infra else reward_for(params, status, result.speedup)
+        prof = self._profile_in_loop(node_id, task, source, protocol, result)
+        feedback = result.feedback()
+        extra = nan_hint(source) if result.status is Status.nan_output else None
+        if extra:
+            feedback += f"\nhint: {extra}"
+        if prof is not None:
+            feedback += "\nprofile: " + prof.summary.splitlines()[0] if prof.summary else ""
         kept = self.store.finish_node(node_id, status=status, result=result.model_dump(mode="json", exclude_none=True),
-                                      feedback=self.scrub(result.feedback()), speedup=result.speedup, reward=reward,
+                                      feedback=self.scrub(feedback), speedup=result.speedup, reward=reward,
                                       owner=self.owner)
+        if kept and prof is not None:
+            self.store.save_profile(node_id, prof.device, prof.triton_share, prof.model_dump(mode="json"))
         self.metrics.evaluations.labels(status).inc()
         self.metrics.evaluation_seconds.observe(time.monotonic() - submitted)
         if not kept:
@@ -248,14 +259,20 @@ class SearchOps(TreeOps):
         task_id = node["task_id"]
         _, protocol, name = self._params(task_id)
         task = Task(name=name, source=self.store.get_task(task_id)["source"], protocol=protocol)  # type: ignore[index]
+        out = self._profile(node_id, task, node["source"], protocol, (node["result"] or {}).get("device"))
+        if out.profiled:
+            self.store.save_profile(node_id, out.device, out.triton_share, out.model_dump(mode="json"))
+        return out
+
+    def _profile(self, node_id: str, task: Task, source: str, protocol: Protocol, ran_on: str | None
+                 ) -> ProfileResult:
         ev = self.evaluators.get()
         members = getattr(ev, "members", None) or [ev]  # a fleet profiles on the GPU that timed the node
-        ran_on = (node["result"] or {}).get("device")
         member = next((m for m in members if getattr(m, "device", None) == ran_on), members[0])
-        rep = member.profile(task, node["source"], protocol)
+        rep = member.profile(task, source, protocol)
         runs = max(1, rep.profiled_runs)
-        out = ProfileResult(
-            node_id=node_id, task_id=task_id, device=rep.device, profiled=rep.profiled,
+        return ProfileResult(
+            node_id=node_id, task_id=task.task_id, device=rep.device, profiled=rep.profiled,
             summary=self.scrub(rep.summary), candidate_ms=rep.candidate_ms, device_ms_per_run=rep.device_ms_per_run,
             triton_share=rep.triton_share,
             kernels=[KernelRow(name=k.name, triton=k.triton, calls_per_run=k.calls / runs, ms_per_run=k.ms_per_run,
@@ -266,9 +283,18 @@ class SearchOps(TreeOps):
             floor_bytes=rep.floor_bytes, floor_flops=rep.floor_flops, floor_ms=rep.floor_ms, vs_floor=rep.vs_floor,
             achieved_gbps=rep.achieved_gbps, bandwidth_fraction=rep.bandwidth_fraction,
             achieved_tflops=rep.achieved_tflops, flops_fraction=rep.flops_fraction, notes=list(rep.notes))
-        if rep.profiled:
-            self.store.save_profile(node_id, rep.device, rep.triton_share, out.model_dump(mode="json"))
-        return out
+
+    def _profile_in_loop(self, node_id: str, task: Task, source: str, protocol: Protocol,
+                         result: EvalResult) -> ProfileResult | None:
+        """On a GPU, every correct kernel is profiled as it is evaluated; never at the cost of its result."""
+        if not result.ok or not getattr(self.evaluators.get(), "is_gpu", False):
+            return None
+        try:
+            out = self._profile(node_id, task, source, protocol, result.device or None)
+        except Exception:
+            log.exception("profiling %s failed; its result stands", node_id)
+            return None
+        return out if out.profiled else None
 
     def node_result(self, node_id: str, duplicate: bool = False) -> EvaluateResult:
         node = self.store.get_node(node_id, with_source=False)

@@ -458,6 +458,11 @@ class Store:
             c.execute("INSERT OR REPLACE INTO profiles (node_id, device, triton_share, report, created_at) "
                       "VALUES (?, ?, ?, ?, ?)", (node_id, device, triton_share, dumps(report), time.time()))
 
+    def profile_summary(self, node_id: str) -> str | None:
+        """The summary of a node's latest GPU profile, if it has one."""
+        row = self.conn().execute("SELECT report FROM profiles WHERE node_id = ?", (node_id,)).fetchone()
+        return None if row is None else (loads(row[0]) or {}).get("summary")
+
     def triton_shares(self, node_ids: list[str]) -> dict[str, float]:
         """Known Triton shares of device time, by node (nodes never profiled on a GPU are absent)."""
         if not node_ids:

@@ -194,3 +194,10 @@ def test_interpreting_follows_the_environment_and_else_the_device(monkeypatch):
     monkeypatch.delenv("TRITON_INTERPRET")
     assert names.interpreting() is (not torch.cuda.is_available())
     assert math.isfinite(1.0)
+
+
+def test_a_nan_output_from_an_uninitialized_buffer_gets_a_hint_naming_torch_empty():
+    from adaexplore.evaluator.lint import nan_hint
+
+    assert "torch.zeros" in nan_hint("acc = torch.empty(n, device=x.device)\nk[grid](x, acc)")
+    assert "torch.empty" not in nan_hint("acc = torch.zeros(n)") and "other" in nan_hint("acc = torch.zeros(n)")

@@ -6,7 +6,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from adaexplore.server.app import build_server
 from adaexplore.server.config import ServerConfig
 from conftest import HAS_CUDA
-from server_support import SOFTMAX, compile_error_kernel, variant
+from server_support import EXAMPLES, SOFTMAX, compile_error_kernel, variant
 
 
 @pytest.fixture(scope="module")
@@ -57,3 +57,62 @@ def test_best_candidates_show_the_triton_share_once_known(server):
     svc.store.save_profile(ids["good"], "cuda:0", 0.93, {"note": "as a GPU profile would leave it"})
     shares = {c.node_id: c.triton_share for c in svc.best_candidates(tid, 5, False).candidates}
     assert shares[ids["good"]] == 0.93
+
+
+class GpuLike:
+    """The real (CPU) evaluator, presented as a GPU one whose profile reports a breakdown."""
+
+    def __init__(self, inner):
+        self.inner = inner
+        self.device = "cuda:0"
+        self.is_gpu = True
+        self.profiled = []
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    def profile(self, task, source, protocol=None):
+        from adaexplore.evaluator.profile.report import KernelTime, ProfileReport
+
+        self.profiled.append(source)
+        return ProfileReport(device="cuda:0", profiled=True, profiled_runs=10, candidate_ms=1.0,
+                             device_ms_per_run=1.0, triton_share=0.9,
+                             kernels=[KernelTime(name="softmax_kernel", calls=10, total_ms=9.0, ms_per_run=0.9,
+                                                 share=0.9, triton=True)],
+                             summary="0.9 ms of 1 ms per forward in Triton kernels (90%)\nmore")
+
+
+def test_on_a_gpu_every_correct_kernel_is_profiled_and_small_steps_see_the_parents_profile(tmp_path):
+    from adaexplore.evaluator.service import Evaluator
+    from adaexplore.server.models import SearchOverrides
+
+    inner = Evaluator(work_dir=str(tmp_path / "ev"))
+    fake = GpuLike(inner)
+    _, svc = build_server(ServerConfig(data_dir=tmp_path / "data", wait_limit_s=120, seed=0), evaluator=fake)
+    try:
+        reg = svc.register_task(source=SOFTMAX, path=None, name="softmax", protocol=None, caller="t",
+                                search=SearchOverrides(p_large=0.0, c_expand=0.0))
+        node_id, job, _ = svc.submit(task_id=reg.task_id, source=variant("04"), edits=None, parent_node_id=None,
+                                     expansion_id=None, caller="t")
+        job.result(timeout=300)
+        node = svc.get_node(node_id, include_code=False)
+        assert node.status == "correct" and fake.profiled == [variant("04")]
+        assert "profile: 0.9 ms of 1 ms per forward in Triton kernels (90%)" in node.feedback
+        assert svc.best_candidates(reg.task_id, 1, False).candidates[0].triton_share == 0.9
+        exp = svc.expand(reg.task_id, "t")
+        assert exp.action == "small" and exp.parent.node_id == node_id
+        assert exp.parent_profile and exp.parent_profile.startswith("0.9 ms of 1 ms")
+    finally:
+        svc.close()
+        inner.close()
+
+
+def test_a_nan_output_gets_a_hint_about_its_usual_causes(server):
+    svc, tid, _ = server
+    nan = (EXAMPLES / "kernels" / "broken" / "nan_output.py").read_text()
+    node_id, job, _ = svc.submit(task_id=tid, source=nan, edits=None, parent_node_id=None, expansion_id=None,
+                                 caller="t")
+    job.result(timeout=300)
+    node = svc.get_node(node_id, include_code=False)
+    assert node.status == "nan_output"
+    assert "hint: NaN usually comes from" in node.feedback and "masked lanes" in node.feedback
