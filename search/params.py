@@ -1,4 +1,5 @@
-"""Knobs of the tree search. Defaults follow the AdaExplore paper and its public code."""
+"""Knobs of the tree search (pure data, used in the server process). Defaults follow the AdaExplore
+method and its public code (its KernelBench configuration: no pool top-up)."""
 
 from __future__ import annotations
 
@@ -26,12 +27,16 @@ class SearchParams(BaseModel, extra="forbid"):
     q_max_blend: float = Field(
         0.0, ge=0.0, le=1.0, description="Q = (1-b)*mean + b*max of subtree rewards"
     )
-    pool_topup: bool = Field(True, description="top up the large-step pool from other branches")
+    pool_topup: bool = Field(False, description="top up the large-step pool from other branches")
     topup_temperature: float = Field(1.0, gt=0.0, description="softmax temperature over speedup")
     topup_geometric_p: float = Field(
         0.5, gt=0.0, le=1.0, description="success probability of the top-up count distribution"
     )
     expansion_ttl_s: float = Field(
         900.0, gt=0.0, description="seconds before an unanswered expansion stops counting (virtual loss)"
+    )
+    history_code_tokens: int = Field(
+        6000, ge=0, description="small-step context: code of the branch history, newest first, within this many "
+        "tokens (about 4 characters each); 0 = feedback only"
     )
     step_budget: int | None = Field(None, ge=0, description="max nodes per task; None = unlimited")

@@ -1,8 +1,16 @@
 """Node rewards: a named, swappable map from an evaluation outcome to [0, max].
 
+Runs wherever the search runs (the server process); pure functions, no I/O.
+
 Statuses are the evaluator's fixed set (``adaexplore.evaluator.types.Status``); plain
-strings and the str-enum both work. ``None`` (not evaluated yet) and anything that does
-not load score 0. ``infra_error`` also scores 0, but the tree never counts such nodes.
+strings and the str-enum both work. As in the AdaExplore method, every candidate that
+imports but is not correct scores 0.05: a wrong result (``wrong_output``,
+``shape_mismatch``, ``nan_output``) and an error after the module loaded
+(``compile_error`` of a Triton kernel at launch, ``runtime_error``, ``cuda_error``,
+``timeout``, ``oom``). A module that does not load (``syntax_error``, ``import_error``),
+one that is not a Triton kernel (``no_triton_kernel``) or games the check
+(``cheat_detected``), and ``None`` (not evaluated yet) score 0. ``infra_error`` also
+scores 0, but the tree never counts such nodes.
 """
 
 from __future__ import annotations
@@ -13,8 +21,20 @@ from typing import TYPE_CHECKING, Callable
 if TYPE_CHECKING:
     from .params import SearchParams
 
-#: Statuses of a module that loaded and ran but produced a wrong result.
-RUNS_BUT_WRONG = frozenset({"wrong_output", "shape_mismatch", "nan_output"})
+#: Statuses of a module that imported but is not correct: the method's 0.05.
+RUNS_BUT_WRONG = frozenset({
+    "wrong_output", "shape_mismatch", "nan_output",
+    "compile_error", "runtime_error", "cuda_error", "timeout", "oom",
+})
+
+#: The reward of every status, in words (for schemas and docs).
+REWARD_TABLE = (
+    "correct: 0.4 + 1.2*(s-0.1)/9.9 with speedup s clipped to [0.1, 10] (0.4..1.6; 0.509 at 1x, "
+    "which is also what a correct kernel scores without timing, e.g. on a CPU server); "
+    "imports but fails or is wrong (wrong_output, shape_mismatch, nan_output, compile_error, "
+    "runtime_error, cuda_error, timeout, oom): 0.05; does not load or is not accepted "
+    "(syntax_error, import_error, no_triton_kernel, cheat_detected): 0; infra_error: not counted"
+)
 CORRECT = "correct"
 WRONG_REWARD = 0.05
 SPEEDUP_MIN, SPEEDUP_MAX = 0.1, 10.0

@@ -14,7 +14,8 @@ Beyond the paper:
 * A node still being evaluated is never widened itself.
 * Exact ties (within 1e-12) between children are broken uniformly by ``rng``, so equal
   failures are spread over rather than the oldest always being picked; pass a seeded rng
-  for reproducibility. A tie between widening and descending descends.
+  for reproducibility. Widening must beat the best child's UCT by more than the same
+  1e-12: a tie between widening and descending descends, whatever the float rounding.
 """
 
 from __future__ import annotations
@@ -91,7 +92,7 @@ def select(index: TreeIndex, params: SearchParams, rng: random.Random) -> Select
             a = nxt[a]
         wscore = best_q + c_expand * math.sqrt(log_n) / n_kids
         can_widen = s == 0 or status[s] is not None
-        if can_widen and (not best or wscore > best_uct):
+        if can_widen and (not best or wscore > best_uct + _TIE):
             widened = True
             last = (s, n_s, wscore, table, "widen")
             break

@@ -59,11 +59,14 @@ class NodeView:
 
 @dataclass(frozen=True, slots=True)
 class PendingView:
-    """An outstanding expansion of ``node_id`` handed to an agent at ``created_at``."""
+    """An outstanding expansion of ``node_id`` handed to an agent at ``created_at``, for a
+    step of kind ``action`` ("small" or "large"; a small one counts against the node's
+    small-step limit until it is answered or expires)."""
 
     id: str
     node_id: str
     created_at: float
+    action: str = "small"
 
 
 def _speed_key(speedup: float | None) -> float:
@@ -82,8 +85,8 @@ class TreeIndex:
 
     __slots__ = (
         "params", "now", "rows", "ids", "pos", "alias", "parent", "status", "reward",
-        "first", "nxt", "n", "w", "mx", "pending_on", "live_pending", "n_visible",
-        "_segments",
+        "first", "nxt", "n", "w", "mx", "pending_on", "pending_small_on", "live_pending",
+        "n_visible", "_segments",
     )
 
     @classmethod
@@ -161,6 +164,7 @@ class TreeIndex:
             n[j] = 0
             rw[j] = 0.0
         pending_on: dict[int, int] = {}
+        pending_small_on: dict[int, int] = {}
         live = 0
         deadline = now - params.expansion_ttl_s
         for pv in pending:
@@ -172,6 +176,8 @@ class TreeIndex:
                 if i is None:
                     continue  # node gone: nothing to hold back
             pending_on[i] = pending_on.get(i, 0) + 1
+            if pv.action == "small":
+                pending_small_on[i] = pending_small_on.get(i, 0) + 1
             n[i] += 1
             live += 1
 
@@ -205,6 +211,7 @@ class TreeIndex:
         self.status, self.reward, self.first, self.nxt = sts, rw, first, nxt
         self.n, self.w, self.mx = n, w, mx
         self.pending_on, self.live_pending = pending_on, live
+        self.pending_small_on = pending_small_on
         self.n_visible = size - 1 - len(infra)
         # A one-slot holder, shared by the copies `with_pending` makes: segments do not depend
         # on pending expansions, so they are computed once per tree, not once per call.
@@ -222,6 +229,7 @@ class TreeIndex:
         out.now = now
         n = list(self.n)
         pending_on = dict(self.pending_on)
+        pending_small_on = dict(self.pending_small_on)
         live = 0
         deadline = now - self.params.expansion_ttl_s
         for pv in pending:
@@ -233,11 +241,14 @@ class TreeIndex:
                 if i is None:
                     continue
             pending_on[i] = pending_on.get(i, 0) + 1
+            if pv.action == "small":
+                pending_small_on[i] = pending_small_on.get(i, 0) + 1
             live += 1
             while i >= 0:
                 n[i] += 1
                 i = self.parent[i]
         out.n, out.pending_on, out.live_pending = n, pending_on, self.live_pending + live
+        out.pending_small_on = pending_small_on
         return out
 
     @property
@@ -299,8 +310,11 @@ class TreeIndex:
         return False
 
     def small_children_at(self, i: int) -> int:
+        """Small-step children of i, counting live pending small-step expansions of i: with
+        several agents at once, a node promised two small steps gets no third."""
         rows = self.rows
-        return sum(1 for c in self.children_at(i) if rows[c].action == "small")
+        made = sum(1 for c in self.children_at(i) if rows[c].action == "small")
+        return made + self.pending_small_on.get(i, 0)
 
     def segments(self) -> tuple[list[int], dict[int, int]]:
         """(segment head of every index, best correct node of each segment), computed once.

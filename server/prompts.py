@@ -79,3 +79,16 @@ def register_prompts(mcp: MCPServer) -> None:
     @mcp.prompt(title="Distill the skill memory", description="merge rules that say the same thing, keep the rest apart")
     def distill(limit: str = "20") -> str:
         return DISTILL.format(limit=limit or "20")
+
+    for prompt in mcp._prompt_manager.list_prompts():  # the SDK takes no argument descriptions from a str default
+        for arg in prompt.arguments or []:
+            arg.description = PROMPT_ARGUMENTS[prompt.name][arg.name]
+
+
+PROMPT_ARGUMENTS = {
+    "optimize": {"task_id": "the task to optimize (from list_tasks or register_task); empty: pick or register one",
+                 "steps": "how many kernels to evaluate before stopping (default 20)"},
+    "adapt": {"count": "how many tasks to attempt (default 5)"},
+    "distill": {"limit": "at most this many groups of look-alike rules to review (default 20)"},
+}
+"""What each prompt argument means, as clients show it."""

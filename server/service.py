@@ -24,6 +24,7 @@ from .evaluation import EvaluatorHolder, lower_priority
 from .leases import SHUTDOWN, LeaseKeeper, infra_result, new_owner
 from .memory import MemoryAdapter
 from .metrics import Metrics
+from .models import TaskFacts
 from .service_memory import MemoryOps
 from .service_search import SearchOps
 from .store import Store
@@ -53,6 +54,7 @@ class Service(SearchOps, MemoryOps):
         self._jobs_lock = threading.Lock()
         self._expand_lock = threading.Lock()
         self._params_cache: dict[str, tuple[SearchParams, Protocol, str]] = {}
+        self._facts_cache: dict[str, TaskFacts] = {}
         self.owner = new_owner()
         self.stopping = False
         self.closed = False

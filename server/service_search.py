@@ -15,6 +15,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 from mcp.server.mcpserver.exceptions import ToolError
 
+from ..evaluator.lint import nan_hint
 from ..evaluator.task import Task, source_hash
 from ..evaluator.types import ErrorInfo, EvalResult, Protocol, Status
 from ..search import (
@@ -31,11 +32,25 @@ from .edits import EditError, apply_edits
 from .inputs import check_parsable
 from .memory import MemoryAdapter
 from .metrics import Metrics
-from .models import MAX_SOURCE_CHARS, ContextNode, Edit, EvaluateResult, ExpandResult
+from .models import (
+    MAX_SOURCE_CHARS,
+    ContextNode,
+    Edit,
+    EvaluateResult,
+    ExpandResult,
+    KernelRow,
+    ProfileResult,
+    Sibling,
+    TritonKernelRow,
+)
+from .texts import change_summary, iso_utc
 from .service_tree import TreeOps, _runtime_ms, _status
 from .store import root_id
 
 log = logging.getLogger("adaexplore.server")
+
+MAX_SIBLINGS = 8
+"""Siblings shown to an expansion (the newest ones), to keep the context small."""
 
 
 class SearchOps(TreeOps):
@@ -70,21 +85,61 @@ class SearchOps(TreeOps):
                                                   action=action, created_by=caller, ttl_s=params.expansion_ttl_s)
         parent = self.store.get_node(sel.node_id)
         assert parent is not None
+        parent_is_root = parent["action"] == "root"
+        small = action == "small"
         parent_ctx = ContextNode(node_id=parent["id"], action=parent["action"], status=_status(parent["status"]),
-                                 speedup=parent["speedup"], feedback=parent["feedback"], code=parent["source"])
+                                 speedup=parent["speedup"], feedback=parent["feedback"],
+                                 code=parent["source"] if small and not parent_is_root else None)
         ctx_ids = [i for i in ctx_ids if i != sel.node_id] if action == "large" else ctx_ids
         details = self.store.node_details(ctx_ids)
-        codes = self.store.node_sources(ctx_ids) if action == "large" else {}
+        codes = self.store.node_sources(ctx_ids) if action == "large" else self._history_code(
+            [i for i in ctx_ids if i != sel.node_id], params.history_code_tokens)
         ctx_nodes = [ContextNode(node_id=i, action=details[i]["action"], status=_status(details[i]["status"]),
                                  speedup=details[i]["speedup"], feedback=details[i]["feedback"], code=codes.get(i))
                      for i in ctx_ids if i in details]
         task_source = self.store.get_task(task_id)["source"]  # type: ignore[index]
         return ExpandResult(
-            task_id=task_id, expansion_id=expansion_id, expires_at=expires, action=action,
-            instructions=texts.instructions(action, parent["action"] == "root"), parent=parent_ctx,
-            history=ctx_nodes if action == "small" else [], pool=ctx_nodes if action == "large" else [],
+            task_id=task_id, expansion_id=expansion_id, expires_at=iso_utc(expires), action=action,
+            instructions=texts.instructions(action, parent_is_root),
+            task=self.task_facts(task_id, with_code=action == "large" or parent_is_root),
+            parent=parent_ctx, siblings=self._siblings(index, sel.node_id, parent["source"]),
+            parent_profile=self.store.profile_summary(sel.node_id) if small else None,
+            history=ctx_nodes if small else [], pool=ctx_nodes if action == "large" else [],
             memory=self.memory.render(task_source, 1500),
             hardware=self.evaluators.hardware(), budget_left=max(0, left - 1) if left is not None else -1)
+
+    def _history_code(self, ids: list[str], token_budget: int) -> dict[str, str]:
+        """Code of the branch history, newest first, while it fits in ``token_budget`` (4 chars a token)."""
+        if token_budget <= 0 or not ids:
+            return {}
+        sources = self.store.node_sources(ids)
+        room = token_budget * 4
+        out: dict[str, str] = {}
+        for i in reversed(ids):
+            code = sources.get(i)
+            if code is None or len(code) > room:
+                break
+            out[i] = code
+            room -= len(code)
+        return out
+
+    def _siblings(self, index, parent_id: str, parent_source: str | None) -> list[Sibling]:
+        """The children already made from ``parent_id`` (the newest MAX_SIBLINGS), with what each changed."""
+        kids = index.children_of(parent_id)[-MAX_SIBLINGS:]
+        if not kids:
+            return []
+        details = self.store.node_details(kids)
+        sources = self.store.node_sources(kids)
+        out = []
+        for k in kids:
+            d = details.get(k)
+            if d is None:
+                continue
+            first = (d["feedback"] or ("evaluation still running" if d["status"] is None else "")).strip()
+            first = first.splitlines()[0] if first else ""
+            out.append(Sibling(node_id=k, action=d["action"], status=_status(d["status"]), speedup=d["speedup"],
+                               summary=first[:160], change=change_summary(parent_source, sources.get(k, ""))))
+        return out
 
     # -- evaluation ---------------------------------------------------------------
 
@@ -166,9 +221,18 @@ class SearchOps(TreeOps):
         status = result.status.value
         infra = result.status is Status.infra_error
         reward = None if infra else reward_for(params, status, result.speedup)
+        prof = self._profile_in_loop(node_id, task, source, protocol, result)
+        feedback = result.feedback()
+        extra = nan_hint(source) if result.status is Status.nan_output else None
+        if extra:
+            feedback += f"\nhint: {extra}"
+        if prof is not None:
+            feedback += "\nprofile: " + prof.summary.splitlines()[0] if prof.summary else ""
         kept = self.store.finish_node(node_id, status=status, result=result.model_dump(mode="json", exclude_none=True),
-                                      feedback=self.scrub(result.feedback()), speedup=result.speedup, reward=reward,
+                                      feedback=self.scrub(feedback), speedup=result.speedup, reward=reward,
                                       owner=self.owner)
+        if kept and prof is not None:
+            self.store.save_profile(node_id, prof.device, prof.triton_share, prof.model_dump(mode="json"))
         self.metrics.evaluations.labels(status).inc()
         self.metrics.evaluation_seconds.observe(time.monotonic() - submitted)
         if not kept:
@@ -183,6 +247,54 @@ class SearchOps(TreeOps):
                 self.memory.experience(task_id, node_id, result, caller)
         except Exception:  # memory is advisory; never lose a result over it
             log.exception("skill memory update failed for %s", node_id)
+
+    def profile(self, node_id: str) -> ProfileResult:
+        """The evaluator's profile of a correct node (on a GPU: per-kernel times, Triton share, roofline)."""
+        node = self.store.get_node(node_id)
+        if node is None:
+            raise ToolError(f"unknown node_id {node_id!r}; node ids look like '<task_id>-<n>' (see best_candidates)")
+        if node["status"] != "correct":
+            raise ToolError(f"node {node_id} is {_status(node['status'])}, and only a correct kernel can be "
+                            "profiled; pick one from best_candidates")
+        task_id = node["task_id"]
+        _, protocol, name = self._params(task_id)
+        task = Task(name=name, source=self.store.get_task(task_id)["source"], protocol=protocol)  # type: ignore[index]
+        out = self._profile(node_id, task, node["source"], protocol, (node["result"] or {}).get("device"))
+        if out.profiled:
+            self.store.save_profile(node_id, out.device, out.triton_share, out.model_dump(mode="json"))
+        return out
+
+    def _profile(self, node_id: str, task: Task, source: str, protocol: Protocol, ran_on: str | None
+                 ) -> ProfileResult:
+        ev = self.evaluators.get()
+        members = getattr(ev, "members", None) or [ev]  # a fleet profiles on the GPU that timed the node
+        member = next((m for m in members if getattr(m, "device", None) == ran_on), members[0])
+        rep = member.profile(task, source, protocol)
+        runs = max(1, rep.profiled_runs)
+        return ProfileResult(
+            node_id=node_id, task_id=task.task_id, device=rep.device, profiled=rep.profiled,
+            summary=self.scrub(rep.summary), candidate_ms=rep.candidate_ms, device_ms_per_run=rep.device_ms_per_run,
+            triton_share=rep.triton_share,
+            kernels=[KernelRow(name=k.name, triton=k.triton, calls_per_run=k.calls / runs, ms_per_run=k.ms_per_run,
+                               share=k.share) for k in rep.kernels],
+            triton_kernels=[TritonKernelRow(name=t.name, n_regs=t.n_regs, n_spills=t.n_spills,
+                                            shared_bytes=t.shared_bytes, num_warps=t.num_warps,
+                                            num_stages=t.num_stages) for t in rep.triton_kernels],
+            floor_bytes=rep.floor_bytes, floor_flops=rep.floor_flops, floor_ms=rep.floor_ms, vs_floor=rep.vs_floor,
+            achieved_gbps=rep.achieved_gbps, bandwidth_fraction=rep.bandwidth_fraction,
+            achieved_tflops=rep.achieved_tflops, flops_fraction=rep.flops_fraction, notes=list(rep.notes))
+
+    def _profile_in_loop(self, node_id: str, task: Task, source: str, protocol: Protocol,
+                         result: EvalResult) -> ProfileResult | None:
+        """On a GPU, every correct kernel is profiled as it is evaluated; never at the cost of its result."""
+        if not result.ok or not getattr(self.evaluators.get(), "is_gpu", False):
+            return None
+        try:
+            out = self._profile(node_id, task, source, protocol, result.device or None)
+        except Exception:
+            log.exception("profiling %s failed; its result stands", node_id)
+            return None
+        return out if out.profiled else None
 
     def node_result(self, node_id: str, duplicate: bool = False) -> EvaluateResult:
         node = self.store.get_node(node_id, with_source=False)

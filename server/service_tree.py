@@ -32,9 +32,12 @@ from .models import (
     ProtocolOverrides,
     RegisterTaskResult,
     SearchOverrides,
+    TaskFacts,
     TaskInfo,
+    TensorSpec,
     TreeSummary,
 )
+from .taskfacts import input_specs
 from .store import Store, root_id
 from .treecache import TreeCache
 
@@ -64,6 +67,7 @@ class TreeOps:
     cache: TreeCache
     evaluators: EvaluatorHolder
     _params_cache: dict[str, tuple[SearchParams, Protocol, str]]
+    _facts_cache: dict[str, TaskFacts]
 
     # -- tasks --------------------------------------------------------------------
 
@@ -81,6 +85,26 @@ class TreeOps:
             cached = (SearchParams(**(task["params"] or {})), Protocol(**(task["protocol"] or {})), task["name"])
             self._params_cache[task_id] = cached
         return cached
+
+    def task_facts(self, task_id: str, with_code: bool) -> TaskFacts:
+        """Inputs (read from the source), outputs (from validation), tolerance and device of a task."""
+        facts = self._facts_cache.get(task_id)
+        if facts is None:
+            task = self._task(task_id)
+            _, protocol, _ = self._params(task_id)
+            v = task["validation"] or {}
+            shapes, dtypes = v.get("output_shapes", []), v.get("output_dtypes", [])
+            tol = protocol.tolerance
+            facts = TaskFacts(
+                inputs=[TensorSpec(**spec) for spec in input_specs(task["source"])],
+                outputs=[TensorSpec(shape=sh, dtype=(dtypes[k] if k < len(dtypes) else "unknown").removeprefix(
+                    "torch.")) for k, sh in enumerate(shapes)],
+                tolerance=(f"every output element: |out - ref| <= atol + rtol * |ref| with atol={tol.atol:g}, "
+                           f"rtol={tol.rtol:g} ('{tol.name}' profile), on {protocol.correctness_trials} random "
+                           "input sets; NaN never passes"),
+                device=v.get("device", "cpu"), reference_code=task["source"])
+            self._facts_cache[task_id] = facts
+        return facts if with_code else facts.model_copy(update={"reference_code": None})
 
     def _read_task_path(self, path: str) -> tuple[str, str]:
         if not self.config.task_roots:
@@ -159,7 +183,7 @@ class TreeOps:
             task_id=task_id, name=existing["name"], existing=not created, root_node_id=root_id(task_id),
             synthetic=bool(existing.get("synthetic")),
             flags=[Flag(code=f["code"], message=f["message"]) for f in v.get("flags", [])],
-            output_shapes=v.get("output_shapes", []),
+            output_shapes=v.get("output_shapes", []), facts=self.task_facts(task_id, with_code=False),
             baseline_ms=timing["mean_ms"] if timing else None,
             baseline_note=None if timing else texts.no_timing_note(device),
             device=device, max_steps=stored.step_budget or 0)
@@ -167,9 +191,9 @@ class TreeOps:
     def _search_params(self, o: SearchOverrides | None) -> SearchParams:
         values: dict[str, Any] = {"step_budget": DEFAULT_STEP_BUDGET}
         if o is not None:
-            for k in ("c_explore", "c_expand", "p_large", "expansion_ttl_s", "reward"):
-                if getattr(o, k) is not None:
-                    values[k] = getattr(o, k)
+            for k, v in o.model_dump().items():
+                if v is not None and k != "max_steps":
+                    values[k] = v
             if o.max_steps is not None:
                 values["step_budget"] = o.max_steps
         try:
@@ -213,7 +237,7 @@ class TreeOps:
         if not with_pending:
             return base, entry
         now = time.time()
-        pending = [PendingView(i, n, c) for i, n, c in self.store.open_expansions(task_id, now)]
+        pending = [PendingView(i, n, c, a) for i, n, c, a in self.store.open_expansions(task_id, now)]
         return base.with_pending(pending, now), entry
 
     def _brief(self, entry: Any, node_id: str) -> NodeBrief:
@@ -261,10 +285,11 @@ class TreeOps:
         index, entry = self._index(task_id, with_pending=False)
         ids = entry.memoized(("best", k), lambda _: best_nodes(index, k))
         codes = self.store.node_sources(ids) if include_code else {}
+        shares = self.store.triton_shares(ids)
         out = []
         for i in ids:
             b = self._brief(entry, i)
-            out.append(Candidate(**b.model_dump(), created_by="", code=codes.get(i)))
+            out.append(Candidate(**b.model_dump(), created_by="", triton_share=shares.get(i), code=codes.get(i)))
         if ids:
             who = self.store.node_details(ids)
             out = [c.model_copy(update={"created_by": who[c.node_id]["created_by"]}) for c in out]

@@ -96,6 +96,14 @@ CREATE TABLE IF NOT EXISTS expansions (
 );
 CREATE INDEX IF NOT EXISTS expansions_open ON expansions (task_id, consumed, expires_at);
 
+CREATE TABLE IF NOT EXISTS profiles (
+    node_id TEXT PRIMARY KEY,
+    device TEXT NOT NULL,
+    triton_share REAL,
+    report TEXT NOT NULL,
+    created_at REAL NOT NULL
+);
+
 CREATE TABLE IF NOT EXISTS tokens (
     name TEXT PRIMARY KEY,
     hash TEXT NOT NULL UNIQUE,
@@ -436,10 +444,33 @@ class Store:
 
     # -- expansions ---------------------------------------------------------------
 
-    def open_expansions(self, task_id: str, now: float) -> list[tuple[str, str, float]]:
+    def open_expansions(self, task_id: str, now: float) -> list[tuple[str, str, float, str]]:
+        """(id, node_id, created_at, action) of the task's unanswered, unexpired expansions."""
         return self.conn().execute(
-            "SELECT id, node_id, created_at FROM expansions WHERE task_id = ? AND consumed = 0 AND expires_at > ?",
+            "SELECT id, node_id, created_at, action FROM expansions WHERE task_id = ? AND consumed = 0 AND expires_at > ?",
             (task_id, now)).fetchall()
+
+    # -- profiles -----------------------------------------------------------------
+
+    def save_profile(self, node_id: str, device: str, triton_share: float | None, report: dict[str, Any]) -> None:
+        """Keep the latest profile report of a node (its Triton share is shown by best_candidates)."""
+        with self.tx() as c:
+            c.execute("INSERT OR REPLACE INTO profiles (node_id, device, triton_share, report, created_at) "
+                      "VALUES (?, ?, ?, ?, ?)", (node_id, device, triton_share, dumps(report), time.time()))
+
+    def profile_summary(self, node_id: str) -> str | None:
+        """The summary of a node's latest GPU profile, if it has one."""
+        row = self.conn().execute("SELECT report FROM profiles WHERE node_id = ?", (node_id,)).fetchone()
+        return None if row is None else (loads(row[0]) or {}).get("summary")
+
+    def triton_shares(self, node_ids: list[str]) -> dict[str, float]:
+        """Known Triton shares of device time, by node (nodes never profiled on a GPU are absent)."""
+        if not node_ids:
+            return {}
+        marks = ",".join("?" * len(node_ids))
+        rows = self.conn().execute(f"SELECT node_id, triton_share FROM profiles WHERE node_id IN ({marks}) "
+                                   "AND triton_share IS NOT NULL", node_ids).fetchall()
+        return dict(rows)
 
     def create_expansion(self, *, expansion_id: str, task_id: str, node_id: str, action: str, created_by: str,
                          ttl_s: float) -> float:

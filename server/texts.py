@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import difflib
+from datetime import datetime, timezone
 from typing import Any
 
 SMALL = (
@@ -86,3 +88,38 @@ def text_tree(entry: Any, top: int) -> str:
         for c in reversed(kids.get(nid, [])):
             stack.append((c, d + 1))
     return "\n".join(lines)
+
+
+def iso_utc(epoch: float | None) -> str | None:
+    """An epoch time as ISO 8601 in UTC, to the second (e.g. '2026-01-02T03:04:05Z')."""
+    if epoch is None:
+        return None
+    return datetime.fromtimestamp(epoch, tz=timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def change_summary(parent: str | None, child: str, max_lines: int = 6, width: int = 100) -> str:
+    """What ``child`` changed against ``parent`` in a few lines: the first changed lines, '-' removed and
+    '+' added, stripped of indentation; 'rewritten' when most of it is new (or there is no parent code)."""
+    if not parent:
+        return "rewritten (a new kernel)"
+    a, b = parent.splitlines(), child.splitlines()
+    sm = difflib.SequenceMatcher(None, a, b, autojunk=False)
+    if sm.ratio() < 0.5:
+        return "rewritten (a structurally different kernel)"
+    lines: list[str] = []
+    total = 0
+    for tag, i1, i2, j1, j2 in sm.get_opcodes():
+        if tag == "equal":
+            continue
+        for ln in a[i1:i2]:
+            total += 1
+            if ln.strip():
+                lines.append("- " + ln.strip()[:width])
+        for ln in b[j1:j2]:
+            total += 1
+            if ln.strip():
+                lines.append("+ " + ln.strip()[:width])
+    if not lines:
+        return "no change in code lines (whitespace or comments only)"
+    more = len(lines) - max_lines
+    return " | ".join(lines[:max_lines]) + (f" | ... ({more} more changed lines)" if more > 0 else "")

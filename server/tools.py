@@ -30,6 +30,7 @@ from .models import (
     MergeRulesResult,
     NodeId,
     NodeInfo,
+    ProfileResult,
     ProtocolOverrides,
     RecordFailureResult,
     RegisterTaskResult,
@@ -50,6 +51,9 @@ READ = ToolAnnotations(read_only_hint=True, idempotent_hint=True, destructive_hi
 REGISTER = ToolAnnotations(read_only_hint=False, idempotent_hint=True, destructive_hint=False, open_world_hint=False)
 # evaluate_kernel: identical code is reported as a duplicate, so repeating it adds nothing.
 EVALUATE = ToolAnnotations(read_only_hint=False, idempotent_hint=True, destructive_hint=False, open_world_hint=False)
+# profile_kernel: runs the kernel again under a profiler; it keeps the latest report (best_candidates shows its
+# Triton share), so a repeat changes nothing else.
+PROFILE = ToolAnnotations(read_only_hint=False, idempotent_hint=True, destructive_hint=False, open_world_hint=False)
 # expand_node / record_failure: every call adds an expansion or an occasion.
 APPEND = ToolAnnotations(read_only_hint=False, idempotent_hint=False, destructive_hint=False, open_world_hint=False)
 # retire_rule / edit_rule: change a rule in place (a retired rule is no longer served; an edit replaces the
@@ -90,8 +94,10 @@ def register_tools(mcp: MCPServer, svc: Service) -> None:
         path: Annotated[str | None, Field(max_length=4096, description="a task file inside the server's task "
                                                                        "roots, instead of source")] = None,
         name: Annotated[str | None, Field(max_length=MAX_NAME_CHARS, description="a short name")] = None,
-        search: SearchOverrides | None = None,
-        protocol: ProtocolOverrides | None = None,
+        search: Annotated[SearchOverrides | None, Field(description="per-task search settings; omitted ones keep "
+                                                                    "the method's defaults")] = None,
+        protocol: Annotated[ProtocolOverrides | None, Field(description="per-task correctness and timing "
+                                                                        "settings")] = None,
         synthetic: Annotated[bool, Field(description="a task written from synthesize_task: accepted only if it "
                                                      "runs and is not degenerate")] = False,
     ) -> RegisterTaskResult:
@@ -127,8 +133,10 @@ def register_tools(mcp: MCPServer, svc: Service) -> None:
     @mcp.tool(annotations=APPEND, title="Choose the next step")
     async def expand_node(task_id: TaskId) -> ExpandResult:
         """Select a node and a step (small refinement or large restructuring) by the search rules, and return
-        what is needed to write the next kernel: instructions, parent code and feedback, branch history or
-        pool of strong kernels, skill memory, hardware facts, and an expansion_id for evaluate_kernel."""
+        what is needed to write the next kernel: instructions; the task's inputs, outputs, tolerance and device;
+        the siblings already tried from this parent; for a small step the parent's code and feedback and the
+        branch history, for a large step the pool of strong kernels and the reference; skill memory, hardware
+        facts, and an expansion_id for evaluate_kernel."""
         who = caller("write")
         return await run(svc.expand, task_id, who)
 
@@ -169,12 +177,21 @@ def register_tools(mcp: MCPServer, svc: Service) -> None:
     @mcp.tool(annotations=READ, title="Best kernels")
     async def best_candidates(
         task_id: TaskId,
-        k: Annotated[int, Field(ge=1, le=50)] = 5,
-        include_code: bool = False,
+        k: Annotated[int, Field(ge=1, le=50, description="how many kernels to return")] = 5,
+        include_code: Annotated[bool, Field(description="also return each kernel's source")] = False,
     ) -> BestCandidatesResult:
         """The task's top correct kernels, fastest first, with metrics (code on request)."""
         caller("read")
         return await run(svc.best_candidates, task_id, k, include_code)
+
+    @mcp.tool(annotations=PROFILE, title="Profile a kernel")
+    async def profile_kernel(node_id: NodeId) -> ProfileResult:
+        """Where a correct kernel's time goes: time per launched kernel (Triton and other), the share of device
+        time in Triton kernels, achieved bandwidth and FLOP/s against the device's measured peaks and the
+        distance to the task's floor, registers and spills where Triton reports them. Without a GPU only the
+        task's floor (bytes, FLOPs) is reported, and the summary says why."""
+        caller("read")
+        return await run(svc.profile, node_id)
 
     @mcp.tool(annotations=READ, title="Skill memory")
     async def get_skill_memory(
@@ -197,8 +214,10 @@ def register_tools(mcp: MCPServer, svc: Service) -> None:
         rule: Annotated[str, Field(min_length=1, max_length=MAX_RULE_CHARS,
                                    description="one-sentence validity rule: do X, not Y")],
         node_id: Annotated[str | None, Field(max_length=100, description="the failing node it explains")] = None,
-        task_id: Annotated[str | None, Field(max_length=100)] = None,
-        error_excerpt: Annotated[str | None, Field(max_length=MAX_EXCERPT_CHARS)] = None,
+        task_id: Annotated[str | None, Field(max_length=100, description="the task the failure happened on, when "
+                                                                        "no node_id is given")] = None,
+        error_excerpt: Annotated[str | None, Field(max_length=MAX_EXCERPT_CHARS, description="the error message "
+                                                   "the rule explains, as the feedback gave it")] = None,
         same_as: Annotated[str | None, Field(max_length=MAX_ID_CHARS, description=(
             "the rule_id of a stored rule that says the same thing (taken from `closest` of an earlier answer): "
             "this occasion then counts for that rule"))] = None,
@@ -288,3 +307,7 @@ def register_tools(mcp: MCPServer, svc: Service) -> None:
         result with register_task(synthetic=true)."""
         caller("read")
         return await run(svc.synthesize, n_seeds, n_ops, seed)
+
+    for tool in mcp._tool_manager.list_tools():
+        # Docstrings carry their source indentation; tool pickers show it raw. One line, single spaces.
+        tool.description = " ".join((tool.description or "").split())

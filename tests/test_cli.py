@@ -58,6 +58,7 @@ def test_demo_drives_a_search_over_stdio():
     assert out.returncode == 0, out.stdout + out.stderr
     assert "connected over stdio" in out.stdout and "best candidates:" in out.stdout
     assert "recorded rule" in out.stdout and "correct" in out.stdout
+    assert "ERROR" not in out.stderr, out.stderr[-2000:]  # a clean shutdown is silent
 
 
 def test_a_remote_server_is_refused_where_the_sandbox_is_weaker_unless_accepted(tmp_path, monkeypatch, capsys):

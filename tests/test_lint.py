@@ -360,7 +360,8 @@ def test_tanh_matches_installed_triton():
         assert report.status is None
     else:
         assert report.status is Status.compile_error
-        assert "libdevice" in find(report, "tl.tanh").message
+        # the idiom that runs in every mode; libdevice is offered only when compiling for a GPU
+        assert "2 * tl.sigmoid(2 * x) - 1" in find(report, "tl.tanh").message
 
 
 def test_submodule_chains_are_resolved():

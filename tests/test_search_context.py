@@ -94,12 +94,21 @@ def _two_branches():
     return tree(*rows)
 
 
+TOPUP = SearchParams(pool_topup=True)
+
+
+def test_the_top_up_is_off_by_default_as_in_the_methods_kernelbench_setup():
+    idx = build(_two_branches())
+    assert not P.pool_topup
+    assert all(large_step_context(idx, "a1", P, random.Random(seed)) == ["a1"] for seed in range(20))
+
+
 def test_topup_adds_only_correct_unique_strong_kernels_from_other_branches():
     idx = build(_two_branches())
     sizes = Counter()
     picked = Counter()
     for seed in range(400):
-        pool = large_step_context(idx, "a1", P, random.Random(seed))
+        pool = large_step_context(idx, "a1", TOPUP, random.Random(seed))
         assert pool[0] == "a1"  # the path's own segment first
         assert len(pool) == len(set(pool)) <= P.c_pool
         extra = pool[1:]
@@ -112,18 +121,18 @@ def test_topup_adds_only_correct_unique_strong_kernels_from_other_branches():
 
 def test_topup_fills_an_empty_pool_and_respects_c_pool():
     idx = build(_two_branches())
-    params = SearchParams(c_pool=2, topup_geometric_p=0.01)
+    params = SearchParams(c_pool=2, topup_geometric_p=0.01, pool_topup=True)
     for seed in range(50):
         pool = large_step_context(idx, "root", params, random.Random(seed))
         assert 1 <= len(pool) <= 2 and len(set(pool)) == len(pool)
     # no other correct segment: nothing to add
     idx = build(tree(("A", "root", "large", "correct", 1.0), ("F", "root", "large", "oom", None)))
-    assert large_step_context(idx, "A", P, random.Random(0)) == ["A"]
+    assert large_step_context(idx, "A", TOPUP, random.Random(0)) == ["A"]
 
 
 def test_topup_with_extreme_temperature_never_duplicates():
     idx = build(_two_branches())
-    params = SearchParams(topup_temperature=1e-6, topup_geometric_p=0.01, c_pool=6)
+    params = SearchParams(topup_temperature=1e-6, topup_geometric_p=0.01, c_pool=6, pool_topup=True)
     pool = large_step_context(idx, "a1", params, random.Random(0))
     assert len(pool) == len(set(pool))
     assert set(pool[1:3]) == {"O0", "O1"}

@@ -37,7 +37,7 @@ def test_uct_helpers():
 def test_least_visited_child_wins_by_exploration():
     # a: 1.6 reward spread over 6 visits (mean 0.27); b: one visit, reward 0.05.
     rows = [("a", "root", "large", "correct", 10.0), ("b", "root", "large", "wrong_output", None)]
-    rows += [(f"a{k}", "a", "small", "compile_error", None) for k in range(5)]
+    rows += [(f"a{k}", "a", "small", "import_error", None) for k in range(5)]
     params = SearchParams(c_expand=0.0)
     idx = build(tree(*rows), params=params)
     ln = math.log(7)
@@ -71,7 +71,7 @@ def test_descends_when_best_child_beats_widening():
     nodes = tree(
         ("a", "root", "large", "correct", 10.0),
         ("b", "root", "large", "wrong_output", None),
-        ("c", "root", "large", "compile_error", None),
+        ("c", "root", "large", "import_error", None),
     )
     uct_a = R10 + 0.3 * math.sqrt(math.log(3))  # 1.9145
     widen = R10 + 0.3 * math.sqrt(math.log(3)) / 3  # 1.7048
@@ -83,8 +83,8 @@ def test_descends_when_best_child_beats_widening():
 def test_widens_an_inner_node():
     nodes = tree(
         ("a", "root", "large", "correct", 10.0),
-        ("x1", "root", "large", "compile_error", None),
-        ("x2", "root", "large", "compile_error", None),
+        ("x1", "root", "large", "import_error", None),
+        ("x2", "root", "large", "import_error", None),
         ("b", "a", "small", "correct", 10.0),
         ("d", "b", "small", "correct", 10.0),
     )
@@ -101,7 +101,7 @@ def test_widens_an_inner_node():
 
 
 def test_ties_are_broken_by_rng_and_reproducibly():
-    nodes = tree(*[(f"c{k}", "root", "large", "compile_error", None) for k in range(4)])
+    nodes = tree(*[(f"c{k}", "root", "large", "import_error", None) for k in range(4)])
     params = SearchParams(c_expand=0.0)  # never widen: isolate the tie between children
     picks = {pick(nodes, params, seed).node_id for seed in range(40)}
     assert picks == {"c0", "c1", "c2", "c3"}
@@ -109,8 +109,8 @@ def test_ties_are_broken_by_rng_and_reproducibly():
 
 
 def test_all_failure_tree_still_selectable_and_repairable():
-    rows = [(f"f{k}", "root", "large", "compile_error", None) for k in range(3)]
-    rows += [(f"g{k}", "f0", "small", "runtime_error", None) for k in range(2)]
+    rows = [(f"f{k}", "root", "large", "import_error", None) for k in range(3)]
+    rows += [(f"g{k}", "f0", "small", "syntax_error", None) for k in range(2)]
     nodes = tree(*rows)
     idx = build(nodes)
     seen = set()
@@ -193,3 +193,35 @@ def test_chain_selection_is_iterative():
     params = SearchParams(c_expand=0.0)  # never widen: walk the whole chain
     sel = pick(tree(*rows), params)
     assert sel.node_id == "n10000" and len(sel.path) == 10_001
+
+
+def test_a_widen_or_descend_tie_that_float_rounding_tips_toward_widening_still_descends():
+    # root -> a -> b -> c, all equally wrong: N(root) = N(a) = 3, one child. With
+    # c_expand = c_explore / sqrt(3) both scores are equal on paper; in floats widening is
+    # larger by one ulp. The tie must be decided the same way as an exact one: descend.
+    nodes = tree(("a", "root", "large", "wrong_output", None), ("b", "a", "small", "wrong_output", None),
+                 ("c", "b", "small", "wrong_output", None))
+    params = SearchParams(c_explore=0.7, c_expand=0.7 / math.sqrt(3))
+    idx = build(nodes, [], params)
+    q = idx.Q("a")
+    uct_a = uct_score(q, 3, 3, params.c_explore)
+    widen = widen_score(q, 3, 1, params.c_expand)
+    assert 0.0 < widen - uct_a < 1e-12  # the rounding this test is about
+    sel = pick(nodes, params)
+    assert sel.path[:2] == ["root", "a"] and not (sel.widened and sel.node_id == "root")
+
+
+def test_pending_small_steps_count_against_the_two_small_children_rule():
+    nodes = tree(("a", "root", "large", "correct", 1.0), ("s1", "a", "small", "correct", 1.0))
+    always_small = SearchParams(p_large=0.0)
+    # one small child made and none pending: the next step may be small
+    assert choose_action(build(nodes, [], always_small), "a", always_small, random.Random(0)) == "small"
+    # one made, one promised to another agent: a third small step is not allowed
+    pending = [PendingView("x1", "a", 999.0, "small")]
+    assert choose_action(build(nodes, pending, always_small), "a", always_small, random.Random(0)) == "large"
+    # a pending large step does not use up the small-step allowance
+    pending = [PendingView("x1", "a", 999.0, "large")]
+    assert choose_action(build(nodes, pending, always_small), "a", always_small, random.Random(0)) == "small"
+    # the same through with_pending, the path the server takes
+    idx = build(nodes, [], always_small).with_pending([PendingView("x1", "a", 999.0, "small")], 999.0)
+    assert choose_action(idx, "a", always_small, random.Random(0)) == "large"

@@ -24,9 +24,9 @@ def test_backprop_exact():
     idx = build(tree(
         ("a", "root", "large", "correct", 10.0),
         ("b", "a", "small", "wrong_output", None),
-        ("c", "a", "small", "compile_error", None),
+        ("c", "a", "small", "import_error", None),
         ("d", "b", "small", "correct", 1.0),
-        ("e", "root", "large", "runtime_error", None),
+        ("e", "root", "large", "syntax_error", None),
     ))
     assert idx.N("root") == 5 and idx.N("a") == 4 and idx.N("b") == 2
     assert idx.N("c") == idx.N("d") == idx.N("e") == 1
@@ -40,7 +40,7 @@ def test_backprop_exact():
 
 
 def test_q_max_blend():
-    nodes = tree(("a", "root", "large", "correct", 10.0), ("b", "a", "small", "compile_error", None))
+    nodes = tree(("a", "root", "large", "correct", 10.0), ("b", "a", "small", "import_error", None))
     idx = build(nodes, params=SearchParams(q_max_blend=0.5))
     assert idx.Q("a") == pytest.approx(0.5 * (R10 / 2) + 0.5 * R10)
     assert idx.Q("b") == 0.0
@@ -148,7 +148,7 @@ def test_with_pending_matches_a_full_build():
     nodes = [NodeView("r", None, "root", None, None, 0)]
     for i in range(1, 300):
         nodes.append(NodeView(f"n{i}", nodes[rng.randrange(i)].id, rng.choice(["small", "large"]),
-                              rng.choice(["correct", "compile_error", "infra_error", None]), 1.5, i))
+                              rng.choice(["correct", "import_error", "infra_error", None]), 1.5, i))
     now, params = time.time(), SearchParams()
     pending = [PendingView(f"x{k}", nodes[rng.randrange(300)].id, now - rng.choice([1, 5000])) for k in range(40)]
     full = TreeIndex.build(nodes, pending, params, now)

@@ -41,7 +41,7 @@ def test_listing_in_both_protocol_eras(server, mode):
     assert set(tools) == {"register_task", "list_tasks", "get_node", "tree_summary", "expand_node",
                           "evaluate_kernel", "best_candidates", "get_skill_memory", "record_failure",
                           "retire_rule", "edit_rule", "export_memory", "import_memory", "synthesize_task",
-                          "list_rule_groups", "merge_rules", "unmerge_rules"}
+                          "list_rule_groups", "merge_rules", "unmerge_rules", "profile_kernel"}
     for t in tools.values():
         assert t.annotations is not None and t.output_schema is not None
         assert t.annotations.read_only_hint is not None and t.annotations.idempotent_hint is not None
@@ -112,8 +112,8 @@ def test_search_loop_failures_edits_duplicates_and_memory(server):
 
     o = call(mcp, fn)
     assert o["exp"]["action"] == "large" and o["exp"]["parent"]["node_id"] == f"{tid}-0"
-    assert "class Model" in o["exp"]["parent"]["code"] and o["exp"]["hardware"]
-    assert o["fail"]["status"] == "compile_error" and o["fail"]["reward"] == 0.0 and "constexpr" in o["fail"]["feedback"]
+    assert "class Model" in o["exp"]["task"]["reference_code"] and o["exp"]["hardware"]
+    assert o["fail"]["status"] == "compile_error" and o["fail"]["reward"] == 0.05 and "constexpr" in o["fail"]["feedback"]
     assert o["reuse"].is_error and "already used" in o["reuse"].content[0].text
     assert o["dup"]["duplicate"] and o["dup"]["node_id"] == o["fail"]["node_id"]
     assert o["edit0"].is_error and "edit 0" in o["edit0"].content[0].text and "does not occur" in o["edit0"].content[0].text

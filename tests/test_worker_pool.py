@@ -181,3 +181,31 @@ def test_written_messages_decode_in_place_when_aligned():
     base = memoryview(buf)
     start = torch.frombuffer(base, dtype=torch.uint8).data_ptr()
     assert start <= got_x.data_ptr() < start + len(buf)  # a view of the receive buffer, not a copy
+
+
+def test_a_normal_close_is_silent_even_when_the_connection_resets_but_a_real_loss_is_an_error(
+        tmp_path, monkeypatch, caplog):
+    import logging
+    import socket
+
+    from adaexplore.evaluator.sandbox import pool as pool_mod
+
+    def reset(_stream):
+        raise ConnectionResetError(104, "Connection reset by peer")
+        yield  # a generator, like wire.read_messages
+
+    monkeypatch.setattr(pool_mod.wire, "read_messages", reset)
+    p = WorkerPool(interpret=True, work_dir=str(tmp_path))
+    a, b = socket.socketpair()
+    try:
+        with caplog.at_level(logging.DEBUG):
+            p._closed = True  # as close() leaves it
+            p._read_loop(None, a)
+            assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+            p._closed = False  # the parent vanished while the pool was in use
+            p._read_loop(None, a)
+            assert any(r.levelno == logging.ERROR and "lost the evaluator's warm parent" in r.getMessage()
+                       for r in caplog.records)
+    finally:
+        a.close()
+        b.close()

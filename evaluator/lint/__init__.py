@@ -37,6 +37,7 @@ import ast
 from pydantic import Field
 
 from .checker import _Checker
+from .hints import nan_hint  # noqa: F401  (re-exported: the server adds it to nan_output feedback)
 from .core import ERROR_PREFIX, WARNING_PREFIX, _Finding  # noqa: F401  (WARNING_PREFIX re-exported)
 from ..types import ErrorInfo, LintIssue, Model, Status
 

@@ -11,7 +11,9 @@ import ast
 import difflib
 import importlib
 import importlib.util
+import os
 import types
+from dataclasses import dataclass
 from typing import Any
 
 from ..types import Status
@@ -42,27 +44,106 @@ except Exception:  # pragma: no cover - exercised only without triton
 # libraries, not candidate code). Any other import in the candidate is left alone.
 _IMPORTABLE_ROOTS = frozenset({"triton", "math"})
 
+
+
+def interpreting() -> bool:
+    """True when candidates run in Triton's interpreter: TRITON_INTERPRET says so, or (unset) there is
+    no CUDA device, as the evaluator decides for its workers. Hints depend on it."""
+    v = os.environ.get("TRITON_INTERPRET")
+    if v is not None:
+        return v not in ("", "0")
+    return not _cuda_available()
+
+
+_cuda_cache: list[bool] = []
+
+
+def _cuda_available() -> bool:
+    if not _cuda_cache:
+        try:
+            import torch
+
+            _cuda_cache.append(bool(torch.cuda.is_available()))
+        except Exception:  # pragma: no cover - torch is always there in the evaluator
+            _cuda_cache.append(False)
+    return _cuda_cache[0]
+
+
+@dataclass(frozen=True)
+class Replacement:
+    """An idiom that replaces a missing name. ``expr`` is a Triton expression over ``x`` and ``y`` (1-D
+    float tensors) or ``a`` and ``b`` (2-D, when ``two_d``); it works in every mode and tests run it in
+    the interpreter and, with a GPU, compiled. ``gpu_expr`` is preferred when compiling for a GPU (it is
+    never proposed to the interpreter). ``note`` is a condition of validity."""
+
+    expr: str
+    gpu_expr: str | None = None
+    note: str = ""
+    two_d: bool = False
+
+    def hint(self, interpret: bool) -> str:
+        cond = f" ({self.note})" if self.note else ""
+        if self.gpu_expr and not interpret:
+            return (f"use {self.gpu_expr} (from triton.language.extra import libdevice) or "
+                    f"{self.expr}{cond}")
+        return f"use {self.expr}{cond}"
+
+
 # Well-known names that do not exist in triton.language, with the idiom that replaces them.
-_KNOWN_REPLACEMENTS = {
-    "relu": "use tl.maximum(x, 0.0)",
-    "tanh": "use libdevice.tanh(x) (from triton.language.extra import libdevice) or 2 * tl.sigmoid(2 * x) - 1",
-    "gelu": "write it out: 0.5 * x * (1 + tl.erf(x * 0.7071067811865476))",
-    "pow": "use libdevice.pow(x, y) (from triton.language.extra import libdevice) or tl.exp2(y * tl.log2(x))",
-    "float": "use tl.float32",
-    "int": "use tl.int32",
-    "bool": "use tl.int1",
-    "half": "use tl.float16",
-    "double": "use tl.float64",
-    "mean": "use tl.sum(x, axis) / n",
-    "exp10": "use tl.exp2(x * 3.321928094887362)",
-    "log10": "use tl.log(x) * 0.4342944819032518",
-    "abs_": "use tl.abs(x)",
-    "select": "use tl.where(cond, a, b)",
-    "masked_fill": "use tl.where(mask, value, x)",
-    "matmul": "use tl.dot(a, b)",
-    "transpose": "use tl.trans(x)",
-    "concat": "use tl.cat(a, b)",
+KNOWN_REPLACEMENTS: dict[str, Replacement] = {
+    "relu": Replacement("tl.maximum(x, 0.0)"),
+    "tanh": Replacement("2 * tl.sigmoid(2 * x) - 1", gpu_expr="libdevice.tanh(x)"),
+    "gelu": Replacement("0.5 * x * (1 + tl.erf(x * 0.7071067811865476))"),
+    "pow": Replacement("tl.exp2(y * tl.log2(x))", gpu_expr="libdevice.pow(x, y)", note="for x > 0"),
+    "float": Replacement("x.to(tl.float32)"),
+    "int": Replacement("x.to(tl.int32)"),
+    "bool": Replacement("x != 0"),
+    "half": Replacement("x.to(tl.float16)"),
+    "double": Replacement("x.to(tl.float64)"),
+    "mean": Replacement("tl.sum(x, axis=0) / N", note="N = the number of elements summed"),
+    "exp10": Replacement("tl.exp2(x * 3.321928094887362)"),
+    "log10": Replacement("tl.log(x) * 0.4342944819032518"),
+    "abs_": Replacement("tl.abs(x)"),
+    "select": Replacement("tl.where(x > y, x, y)"),
+    "masked_fill": Replacement("tl.where(x > y, 0.0, x)", note="tl.where(mask, value, x)"),
+    "matmul": Replacement("tl.dot(a, b)", note="each dimension at least 16", two_d=True),
+    "transpose": Replacement("tl.trans(a)", two_d=True),
+    "concat": Replacement("tl.join(x, y)", note="stacks along a new last axis; reshape to concatenate"),
 }
+
+# libdevice functions do not run in Triton's interpreter (they return None there). What does instead,
+# for the common ones; any other libdevice.f that triton.language also has is replaced by tl.f.
+LIBDEVICE_IN_INTERPRETER: dict[str, Replacement] = {
+    "tanh": KNOWN_REPLACEMENTS["tanh"],
+    "pow": KNOWN_REPLACEMENTS["pow"],
+    "log1p": Replacement("tl.log(1 + x)"),
+    "expm1": Replacement("tl.exp(x) - 1"),
+    "fast_expf": Replacement("tl.exp(x)"),
+    "fast_logf": Replacement("tl.log(x)"),
+    "isnan": Replacement("x != x"),
+    "erf": Replacement("tl.erf(x)"),
+    "exp": Replacement("tl.exp(x)"),
+    "sqrt": Replacement("tl.sqrt(x)"),
+    "rsqrt": Replacement("tl.rsqrt(x)"),
+    "floor": Replacement("tl.floor(x)"),
+    "log": Replacement("tl.log(x)"),
+    "sin": Replacement("tl.sin(x)"),
+    "cos": Replacement("tl.cos(x)"),
+    "abs": Replacement("tl.abs(x)"),
+    "sigmoid": Replacement("tl.sigmoid(x)"),
+}
+LIBDEVICE_NOT_INTERPRETED = ("libdevice does not run in Triton's interpreter, which this server uses "
+                             "(no GPU: TRITON_INTERPRET=1); there it returns None")
+
+
+def libdevice_hint(name: str) -> str:
+    """What to use instead of libdevice.<name> under the interpreter."""
+    r = LIBDEVICE_IN_INTERPRETER.get(name)
+    if r is not None:
+        return r.hint(interpret=True)
+    if _tl is not None and callable(getattr(_tl, name, None)):
+        return f"use tl.{name}(x)"
+    return "write it with triton.language operations (tl.exp, tl.log, tl.sqrt, tl.where, ...)"
 
 
 # --------------------------------------------------------------------------------------------
@@ -114,8 +195,9 @@ def _public(mod: types.ModuleType) -> list[str]:
 def _unknown_hint(mod: types.ModuleType, attr: str) -> str:
     canon = _canon(mod)
     parts = []
-    if canon == "tl" and attr in _KNOWN_REPLACEMENTS:
-        parts.append(_KNOWN_REPLACEMENTS[attr])
+    if canon in ("tl", "tl.math") and attr in KNOWN_REPLACEMENTS:
+        # The idiom that works is the answer; a look-alike name (tl.trans for tl.tanh) only misleads.
+        return KNOWN_REPLACEMENTS[attr].hint(interpreting())
     close = difflib.get_close_matches(attr, _public(mod), n=3, cutoff=0.6)
     if close:
         parts.append("closest names: " + ", ".join(f"{canon}.{c}" for c in close))
@@ -282,6 +364,12 @@ class _NamesMixin:
                      f"use {arg}.to({name})")
             return
         if ctx != "jit" or _tl is None:
+            return
+        if (obj is not _MISSING and callable(obj) and str(getattr(obj, "__module__", "")).startswith(
+                "triton.language.extra") and interpreting()):
+            name = self.canon_call(n.func)
+            self.add(n, f"{name}: {LIBDEVICE_NOT_INTERPRETED}", name + "(", severity, status,
+                     libdevice_hint(name.rsplit(".", 1)[-1]))
             return
         if obj is not _MISSING and obj is getattr(_tl, "arange", None):
             self.check_arange(n, jit, severity, status)

@@ -362,7 +362,10 @@ class WorkerPool:
                 if job is not None and head.get(Reply.finished):
                     self._end(job, head)
         except (wire.WireError, OSError, ValueError) as exc:
-            log.error("lost the evaluator's warm parent: %s", exc)
+            if self._closed:  # close() told it to exit: the connection ending is the normal way out
+                log.debug("the evaluator's warm parent closed its connection at shutdown: %s", exc)
+            else:
+                log.error("lost the evaluator's warm parent: %s", exc)
         finally:
             self._fail_all("the evaluator's warm parent exited", proc)
 
