@@ -11,6 +11,7 @@ import time
 from contextlib import asynccontextmanager
 from pathlib import Path
 
+import anyio
 import httpx2
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
@@ -133,3 +134,18 @@ async def http_client(url: str, token: str | None, **kwargs):
     async with httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=300)) as hc:
         async with Client(streamable_http_client(url, http_client=hc), **kwargs) as client:
             yield client
+
+
+def in_memory(mcp, fn):
+    """Run `fn(client)` against `mcp` through an in-memory MCP client; its return value."""
+    async def main():
+        async with Client(mcp) as c:
+            return await fn(c)
+    return anyio.run(main)
+
+
+async def tool(c, name, args=None):
+    """Call a tool that must succeed; its structured content."""
+    res = await c.call_tool(name, args or {})
+    assert not res.is_error, (name, res.content[0].text)
+    return res.structured_content

@@ -3,13 +3,12 @@ token budget, experiences, synthesis, export/import (in memory); scopes and conc
 
 import anyio
 import pytest
-from mcp import Client
 
 from adaexplore.server.app import build_server
 from adaexplore.server.config import ServerConfig
 from adaexplore.server.store import Store
 from adaexplore.skills.render import estimate_tokens
-from server_support import EXAMPLES, SOFTMAX, HttpServer, cli, compile_error_kernel, http_client, issue_token, variant
+from server_support import in_memory as call, tool, EXAMPLES, SOFTMAX, HttpServer, cli, compile_error_kernel, http_client, issue_token, variant
 
 F32 = "Do not call tl.float32(x); use x.to(tl.float32)"
 CAST_WORDINGS = [
@@ -59,17 +58,6 @@ def server(tmp_path_factory):
     svc.close()
 
 
-def call(mcp, fn):
-    async def main():
-        async with Client(mcp) as c:
-            return await fn(c)
-    return anyio.run(main)
-
-
-async def tool(c, name, args=None):
-    res = await c.call_tool(name, args or {})
-    assert not res.is_error, (name, res.content[0].text)
-    return res.structured_content
 
 
 def served_ids(memory: dict) -> list:

@@ -5,14 +5,12 @@ large import runs."""
 import threading
 import time
 
-import anyio
 import pytest
-from mcp import Client
 
 from adaexplore.server.app import build_server
 from adaexplore.server.config import ServerConfig
 from adaexplore.skills.store import MemoryStore
-from server_support import SOFTMAX, compile_error_kernel, variant
+from server_support import in_memory as call, tool, SOFTMAX, compile_error_kernel, variant
 
 GOOD = variant("04")
 KERNEL_LINE = "    num = tl.exp(x - tl.max(x, axis=0))\n"
@@ -48,17 +46,6 @@ def fresh(tmp_path):
     svc.close()
 
 
-def call(mcp, fn):
-    async def main():
-        async with Client(mcp) as c:
-            return await fn(c)
-    return anyio.run(main)
-
-
-async def tool(c, name, args=None):
-    res = await c.call_tool(name, args or {})
-    assert not res.is_error, (name, res.content[0].text)
-    return res.structured_content
 
 
 def test_six_lessons_from_six_failures_are_six_rules_each_served_in_its_own_words(fresh):
