@@ -30,8 +30,8 @@ from .sandbox.pool import WorkerPool, WorkerResult
 from .stats import contended, summarize
 from .task import Task, source_hash
 from .types import ErrorInfo, EvalResult, Protocol, Status, TaskFlag, TaskValidation, TimingStats
-from .verdict import (REFERENCE_LOST, correctness_verdict, degenerate_flags, expect, judged, timing_method,
-                      timing_numbers, timing_verdict)
+from .verdict import (REFERENCE_LOST, correctness_verdict, expect, judged, timing_method, timing_numbers,
+                      timing_verdict)
 
 log = logging.getLogger("adaexplore.evaluator")
 
@@ -112,8 +112,8 @@ class Evaluator:
         self._memory_guard = threading.Lock()
         self._peaks: dict[str, int] = {}  # judge key -> the reference's peak device memory
         # Reference outputs can be hundreds of MB a task: keep the most recently used few.
-        self._ref_cache: OrderedDict[tuple, Reference] = OrderedDict()
-        self._ref_locks: dict[tuple, threading.Lock] = {}
+        self._ref_cache: OrderedDict[str, Reference] = OrderedDict()  # by judge key
+        self._ref_locks: dict[str, threading.Lock] = {}
         self._ref_guard = threading.Lock()
         self._results: dict[tuple, EvalResult] = {}
         # Correctness runs keep off the GPU while a candidate is timed: paused (see GpuLock).
@@ -155,21 +155,16 @@ class Evaluator:
                                       max_file_bytes=self.sandbox_tmp_bytes).to_job()
         return job
 
-    # Lock order, everywhere: a worker slot first, then the GPU (shared or exclusive). The other
-    # order deadlocks: threads holding the GPU would wait for slots held by threads waiting for it.
     def _sink(self, job: dict):
         """Where each frame's outputs go: the reference's into the judge's store, a candidate's
         (and a compiled reference's) to the judge for comparison, a baseline's timing run nowhere."""
-        key, tolerance = job.get("judge_key"), job["protocol"].get("tolerance")
+        key, tolerance = job["judge_key"], job["protocol"].get("tolerance")
         reference, candidate = job["kind"] == Job.reference, bool(job.get("candidate_source"))
 
         def sink(head: dict, metas: list):
             kind = head.get("kind")
-            if key is None:
-                return None
             if reference and kind in (Kind.trial, Kind.inputs, Kind.repeat, Kind.check):
-                slot = f"trial:{int(head.get('trial', 0))}" if kind == Kind.trial else str(kind.value if isinstance(
-                    kind, Kind) else kind)
+                slot = f"trial:{int(head.get('trial', 0))}" if kind == Kind.trial else str(kind)
                 return self.judge.receiver(key, slot, "store", metas)
             if candidate and kind == Kind.trial:
                 trial = int(head.get("trial", 0))
@@ -179,6 +174,9 @@ class Evaluator:
             return Discard()
         return sink
 
+    # Lock order, everywhere: a worker slot first, then device memory, then the GPU (shared or
+    # exclusive). The other order deadlocks: threads holding the GPU would wait for slots held by
+    # threads waiting for it.
     def _run(self, job: dict, timeout_s: float, gpu: str | None = None) -> WorkerResult:
         """Run a job in a worker slot; with `gpu` "shared" or "exclusive", holding the GPU so."""
         t0 = time.monotonic()
@@ -279,7 +277,7 @@ class Evaluator:
     def _reference(self, task: Task, protocol: Protocol, remeasure: bool = False) -> Reference:
         """The reference's outputs, as soon as they exist; its baselines may still be measuring
         (wait on `baselines_ready`), so candidates' correctness runs need not wait for them."""
-        key = (task.task_id, self.device, protocol.key())
+        key = self.judge_key(task, protocol)
         with self._ref_guard:
             lock = self._ref_locks.setdefault(key, threading.Lock())
         with lock:
@@ -291,7 +289,7 @@ class Evaluator:
             t0 = time.monotonic()
             res = self._run_shared(self._job(Job.reference, task, protocol, check_run=self.timed), protocol.timeout_s)
             ref = Reference.from_report(res)
-            ref.judge_key, ref.judge_generation = self.judge_key(task, protocol), self.judge.generation
+            ref.judge_key, ref.judge_generation = key, self.judge.generation
             if ref.peak_device_bytes:
                 self._peaks[ref.judge_key] = ref.peak_device_bytes
             ref.elapsed_s = time.monotonic() - t0
@@ -309,7 +307,7 @@ class Evaluator:
                                  daemon=True, name="adaexplore-baselines").start()
             return ref
 
-    def _measure_baselines(self, key: tuple, task: Task, protocol: Protocol, ref: Reference, remeasure: bool,
+    def _measure_baselines(self, key: str, task: Task, protocol: Protocol, ref: Reference, remeasure: bool,
                            t0: float) -> None:
         try:
             self._baselines(task, protocol, ref, remeasure)
@@ -326,7 +324,7 @@ class Evaluator:
     def forget_reference(self, task: Task, protocol: Protocol) -> None:
         """Drop what is known of a task's reference here and in the judge."""
         with self._ref_guard:
-            self._ref_cache.pop((task.task_id, self.device, protocol.key()), None)
+            self._ref_cache.pop(self.judge_key(task, protocol), None)
         self.judge.drop(self.judge_key(task, protocol))
 
     def validate_task(self, task: Task) -> TaskValidation:
@@ -335,12 +333,8 @@ class Evaluator:
         ref = self.reference(task, protocol)
         if ref.error is not None:
             return TaskValidation(ok=False, error=ref.error, device=self.device, elapsed_s=ref.elapsed_s)
-        if ref.outputs:  # held here (no judge)
-            found = degenerate_flags(ref, protocol)
-        else:
-            found = [TaskFlag.model_validate(f) for f in self.judge.flags(
-                ref.judge_key or "", protocol.tolerance.model_dump(mode="json"))]
-        flags = [TaskFlag.model_validate(f) for f in ref.flags] + found
+        found = self.judge.flags(self.judge_key(task, protocol), protocol.tolerance.model_dump(mode="json"))
+        flags = [TaskFlag.model_validate(f) for f in [*ref.flags, *found]]
         return TaskValidation(
             ok=True, flags=flags, output_shapes=[list(m.get("shape", [])) for m in ref.output_metas],
             output_dtypes=[str(m.get("dtype", "")) for m in ref.output_metas],

@@ -18,7 +18,7 @@ from .compare import Verdict, compare_outputs, zeros_pass
 from .messages import Kind
 from .sandbox.pool import WorkerResult
 from .stats import summarize
-from .types import ErrorInfo, EvalResult, Mismatch, Protocol, Status, TaskFlag
+from .types import ErrorInfo, EvalResult, Mismatch, Protocol, Status, TaskFlag, Tolerance
 
 if TYPE_CHECKING:
     from .reference import Reference
@@ -151,7 +151,7 @@ def candidate_failure(res: WorkerResult) -> dict | None:
     return None
 
 
-def degenerate_flags(ref: Reference, protocol: Protocol) -> list[TaskFlag]:
+def degenerate_flags(ref: Reference, tolerance: Tolerance) -> list[TaskFlag]:
     flags: list[TaskFlag] = []
     outs = [o for trial in ref.outputs for o in trial]
     if not outs:
@@ -168,17 +168,17 @@ def degenerate_flags(ref: Reference, protocol: Protocol) -> list[TaskFlag]:
     first = ref.outputs[0]
     for i, o in enumerate(first):
         for j, x in enumerate(ref.inputs):
-            if o.shape == x.shape and o.dtype == x.dtype and compare_outputs([o], [x], protocol.tolerance).status \
+            if o.shape == x.shape and o.dtype == x.dtype and compare_outputs([o], [x], tolerance).status \
                     is Status.correct:
                 flags.append(TaskFlag(code="equals_input",
                                       message=f"output {i} equals input {j}: returning the input passes"))
                 break
     if all(not flag.code == "all_zeros" for flag in flags) and all(
-            zeros_pass(trial, protocol.tolerance) for trial in ref.outputs):
+            zeros_pass(trial, tolerance) for trial in ref.outputs):
         flags.append(TaskFlag(code="zeros_pass", message="the outputs are so small that all zeros pass the "
-                                                         f"tolerance (atol {protocol.tolerance.atol})"))
+                                                         f"tolerance (atol {tolerance.atol})"))
     if ref.repeat and len(ref.repeat) == len(first):
-        verdict = compare_outputs(ref.repeat, first, protocol.tolerance)
+        verdict = compare_outputs(ref.repeat, first, tolerance)
         if verdict.status is not Status.correct:
             flags.append(TaskFlag(code="random_in_forward", message="two runs on the same inputs disagree: "
                                                                     "the forward uses random state"))

@@ -89,3 +89,9 @@ def scrub(text: str, extra: tuple[tuple[str, str], ...] = ()) -> str:
         if prefix and len(prefix) > 1 and prefix in text:
             text = text.replace(prefix, name)
     return _TRACE_FILE.sub(lambda m: f'File "{m.group(2)}"', text)
+
+
+def scrub_pairs(config) -> tuple[tuple[str, str], ...]:
+    """The server's own paths and what stands for them in messages (resolved once, at start)."""
+    extra = tuple((str(Path(r).resolve()), "<task-root>") for r in config.task_roots)
+    return extra + ((str(Path(config.data_dir).resolve()), "<data>"), (str(config.data_dir), "<data>"))

@@ -130,14 +130,15 @@ class MemoryAdapter:
             raise ToolError("the skill memory cannot be opened right now; nothing was changed, try again later")
         return self.store
 
-    def _call(self, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
-        """Run one store operation; a busy memory or an unknown id becomes a clear tool error."""
+    def _call(self, what: str, fn: Any, *args: Any, write: bool = True, **kwargs: Any) -> Any:
+        """Run one store operation (a write takes the write turn); a busy memory or an unknown id
+        becomes a clear tool error."""
         from ..skills.merging import UnknownMergeError
         from ..skills.models import MemoryBusyError
         from ..skills.store import UnknownRuleError
 
         try:
-            with self._turn:
+            with self._turn if write else nullcontext():
                 return fn(*args, **kwargs)
         except MemoryBusyError as exc:
             raise ToolError(f"{what} failed: {exc}") from None
@@ -168,8 +169,8 @@ class MemoryAdapter:
 
     def groups(self, limit: int) -> RuleGroupsResult:
         store = self._need()
-        groups = self._call("listing groups", store.groups, limit=limit)
-        total = self._call("listing groups", lambda: store.memory(limit=0, token_budget=50).total_rules)
+        groups, total = self._call("listing groups", lambda: (
+            store.groups(limit=limit), store.memory(limit=0, token_budget=50).total_rules), write=False)
         return RuleGroupsResult(total_rules=total, groups=[RuleGroup(rules=[GroupMemberInfo(
             rule_id=m.rule_id, text=m.text, count=m.count, active=m.active, why=m.why) for m in g]) for g in groups])
 
@@ -185,7 +186,7 @@ class MemoryAdapter:
         return UnmergeResult(merge_id=merge_id, rules=[self._detail(v) for v in views])
 
     def export(self) -> MemoryDocument:
-        doc = self._call("export", self._need().export)
+        doc = self._call("export", self._need().export, write=False)
         return MemoryDocument(document=doc, rules=len(doc["rules"]), experiences=len(doc["experiences"]))
 
     def import_(self, document: dict[str, Any], who: str) -> ImportMemoryResult:

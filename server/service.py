@@ -21,6 +21,7 @@ from ..evaluator.types import Protocol
 from ..search import SearchParams
 from .config import ServerConfig
 from .evaluation import EvaluatorHolder, lower_priority
+from .inputs import scrub_pairs
 from .leases import SHUTDOWN, LeaseKeeper, infra_result, new_owner
 from .memory import MemoryAdapter
 from .metrics import Metrics
@@ -55,6 +56,8 @@ class Service(SearchOps, MemoryOps):
         self._expand_lock = threading.Lock()
         self._params_cache: dict[str, tuple[SearchParams, Protocol, str]] = {}
         self._facts_cache: dict[str, TaskFacts] = {}
+        self._change_cache: dict[str, str] = {}  # node id -> what it changed from its parent
+        self._scrub_extra = scrub_pairs(config)
         self.owner = new_owner()
         self.stopping = False
         self.closed = False

@@ -90,22 +90,23 @@ class SearchOps(TreeOps):
         parent_ctx = ContextNode(node_id=parent["id"], action=parent["action"], status=_status(parent["status"]),
                                  speedup=parent["speedup"], feedback=parent["feedback"],
                                  code=parent["source"] if small and not parent_is_root else None)
-        ctx_ids = [i for i in ctx_ids if i != sel.node_id] if action == "large" else ctx_ids
+        others = [i for i in ctx_ids if i != sel.node_id]
+        ctx_ids = others if action == "large" else ctx_ids
         details = self.store.node_details(ctx_ids)
         codes = self.store.node_sources(ctx_ids) if action == "large" else self._history_code(
-            [i for i in ctx_ids if i != sel.node_id], params.history_code_tokens)
+            others, params.history_code_tokens)
         ctx_nodes = [ContextNode(node_id=i, action=details[i]["action"], status=_status(details[i]["status"]),
                                  speedup=details[i]["speedup"], feedback=details[i]["feedback"], code=codes.get(i))
                      for i in ctx_ids if i in details]
-        task_source = self.store.get_task(task_id)["source"]  # type: ignore[index]
+        facts = self.task_facts(task_id, with_code=True)
         return ExpandResult(
             task_id=task_id, expansion_id=expansion_id, expires_at=iso_utc(expires), action=action,
             instructions=texts.instructions(action, parent_is_root),
-            task=self.task_facts(task_id, with_code=action == "large" or parent_is_root),
+            task=facts if action == "large" or parent_is_root else facts.model_copy(update={"reference_code": None}),
             parent=parent_ctx, siblings=self._siblings(index, sel.node_id, parent["source"]),
             parent_profile=self.store.profile_summary(sel.node_id) if small else None,
             history=ctx_nodes if small else [], pool=ctx_nodes if action == "large" else [],
-            memory=self.memory.render(task_source, 1500),
+            memory=self.memory.render(facts.reference_code, 1500),
             hardware=self.evaluators.hardware(), budget_left=max(0, left - 1) if left is not None else -1)
 
     def _history_code(self, ids: list[str], token_budget: int) -> dict[str, str]:
@@ -129,7 +130,11 @@ class SearchOps(TreeOps):
         if not kids:
             return []
         details = self.store.node_details(kids)
-        sources = self.store.node_sources(kids)
+        # A child's change from its parent never changes: worked out once (difflib is quadratic).
+        need = [k for k in kids if k not in self._change_cache]
+        sources = self.store.node_sources(need) if need else {}
+        for k in need:
+            self._change_cache[k] = change_summary(parent_source, sources.get(k, ""))
         out = []
         for k in kids:
             d = details.get(k)
@@ -138,7 +143,7 @@ class SearchOps(TreeOps):
             first = (d["feedback"] or ("evaluation still running" if d["status"] is None else "")).strip()
             first = first.splitlines()[0] if first else ""
             out.append(Sibling(node_id=k, action=d["action"], status=_status(d["status"]), speedup=d["speedup"],
-                               summary=first[:160], change=change_summary(parent_source, sources.get(k, ""))))
+                               summary=first[:160], change=self._change_cache[k]))
         return out
 
     # -- evaluation ---------------------------------------------------------------

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import logging
 import time
-from pathlib import Path
 from typing import Any
 
 from mcp.server.mcpserver.exceptions import ToolError
@@ -68,6 +67,8 @@ class TreeOps:
     evaluators: EvaluatorHolder
     _params_cache: dict[str, tuple[SearchParams, Protocol, str]]
     _facts_cache: dict[str, TaskFacts]
+    _change_cache: dict[str, str]
+    _scrub_extra: tuple[tuple[str, str], ...]
 
     # -- tasks --------------------------------------------------------------------
 
@@ -119,9 +120,7 @@ class TreeOps:
 
     def scrub(self, text: str) -> str:
         """`text` without this server's paths (data directory, task roots, Python installation)."""
-        extra = tuple((str(Path(r).resolve()), "<task-root>") for r in self.config.task_roots)
-        extra += ((str(Path(self.config.data_dir).resolve()), "<data>"), (str(self.config.data_dir), "<data>"))
-        return scrub(text, extra)
+        return scrub(text, self._scrub_extra)
 
     def register_task(self, *, source: str | None, path: str | None, name: str | None,
                       search: SearchOverrides | None, protocol: ProtocolOverrides | None,
@@ -294,4 +293,3 @@ class TreeOps:
             who = self.store.node_details(ids)
             out = [c.model_copy(update={"created_by": who[c.node_id]["created_by"]}) for c in out]
         return BestCandidatesResult(task_id=task_id, candidates=out)
-

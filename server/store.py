@@ -460,8 +460,9 @@ class Store:
 
     def profile_summary(self, node_id: str) -> str | None:
         """The summary of a node's latest GPU profile, if it has one."""
-        row = self.conn().execute("SELECT report FROM profiles WHERE node_id = ?", (node_id,)).fetchone()
-        return None if row is None else (loads(row[0]) or {}).get("summary")
+        row = self.conn().execute("SELECT json_extract(report, '$.summary') FROM profiles WHERE node_id = ?",
+                                  (node_id,)).fetchone()
+        return None if row is None else row[0]
 
     def triton_shares(self, node_ids: list[str]) -> dict[str, float]:
         """Known Triton shares of device time, by node (nodes never profiled on a GPU are absent)."""

@@ -112,9 +112,10 @@ def add_keys(conn: sqlite3.Connection, rule_id: str, keys: list[str]) -> None:
 
 def first_match(conn: sqlite3.Connection, key: str, but: str, skip: set[str] | frozenset = frozenset()) -> str | None:
     """One stored rule row that has ``key``, outside ``but``'s cluster and not in ``skip`` (None: no such row)."""
+    but_root = root(conn, but)
     for (rid,) in conn.execute("SELECT rule_id FROM skill_rule_keys WHERE key=? AND rule_id != ? ORDER BY rule_id",
                                (key, but)):
-        if rid not in skip and root(conn, rid) != root(conn, but):
+        if rid not in skip and root(conn, rid) != but_root:
             return rid
     return None
 
@@ -160,9 +161,3 @@ def unmerge(conn: sqlite3.Connection, merge_id: str, who: str, now: float) -> tu
         conn.execute("UPDATE skill_rules SET merged_into=NULL WHERE id=? AND merged_into=?", (m, row["into_id"]))
     conn.execute("UPDATE skill_merges SET undone=?, undone_by=? WHERE id=?", (now, who, merge_id))
     return row["into_id"], members
-
-
-def merges_of(conn: sqlite3.Connection, root_id: str) -> list[sqlite3.Row]:
-    """The merges still in effect whose target is ``root_id``, oldest first."""
-    return conn.execute("""SELECT id, into_id, members, who, reason, created FROM skill_merges
-                           WHERE into_id=? AND undone IS NULL ORDER BY created, id""", (root_id,)).fetchall()

@@ -28,7 +28,7 @@ from .evidence import code_uses, forbidden_construct, uses_forbidden
 from .exchange import (EXPORT_FORMAT, check_format, export_memory, import_experiences, import_merges,
                        import_rules, prepare_rules)
 from .keys import constructs, describe_key, error_key, forbidden, names_construct_of, rule_keys
-from .merging import (UnknownMergeError, add_evidence, add_keys, exists, key_matches, merge, new_rule, parents,
+from .merging import (UnknownMergeError, add_evidence, add_keys, exists, key_matches, merge, new_rule,
                       resolve, root, roots_of, text_key, unmerge, wording_key)
 from .models import (CloseRule, GroupMember, ImportSummary, MemoryBusyError, MemoryView, MergeOutcome,
                      RecordOutcome, SignatureCount, UnknownRuleError)
@@ -269,7 +269,7 @@ class MemoryStore:
             strong: list[tuple[str, str]] = []  # (key, cluster root) other than this wording's own
             for k, r in matches:
                 rr = root(conn, r)
-                if k != keys[0] and rr != own_root and rr not in [x for _, x in strong] and rr != target:
+                if k != keys[0] and rr not in (own_root, target) and all(rr != x for _, x in strong):
                     strong.append((k, rr))
             fresh = own is None
             if fresh:
@@ -313,10 +313,6 @@ class MemoryStore:
         if closest_k:
             out.closest = self.closest_rules(text, signature=sigs[0] if sigs else None, exclude=rid, k=closest_k)
         return out
-
-    @staticmethod
-    def _has_evidence(conn: sqlite3.Connection, rule_id: str) -> bool:
-        return conn.execute("SELECT 1 FROM skill_evidence WHERE rule_id=? LIMIT 1", (rule_id,)).fetchone() is not None
 
     def _candidates(self, conn: sqlite3.Connection, include_retired: bool = False) -> list[Candidate]:
         """Every rule cluster with all its wordings, as proposals are ranked over."""
@@ -374,8 +370,8 @@ class MemoryStore:
                     resolved.append(rr)
             if len(resolved) < 2:
                 raise ValueError("name at least two different rules to merge (they are already one rule)")
-            target = resolved[0] if into else max(
-                resolved, key=lambda r: (self._views(conn, rule_ids=[r])[0].count, -resolved.index(r)))
+            counts = {v.id: v.count for v in self._views(conn, rule_ids=resolved)}
+            target = resolved[0] if into else max(resolved, key=lambda r: (counts[r], -resolved.index(r)))
             members = [r for r in resolved if r != target]
             mid = merge(conn, target, members, who, reason or f"judged the same rule by {who}", _now())
             view = self._views(conn, rule_ids=[target])[0]
@@ -388,21 +384,6 @@ class MemoryStore:
             into, members = unmerge(conn, merge_id, who, _now())
             ids = [resolve(conn, into), *[resolve(conn, m) for m in members]]
             return self._views(conn, rule_ids=list(dict.fromkeys(ids)))
-
-    def merges(self, rule_id: str) -> list[dict]:
-        """The merges in effect into a rule (and into rules merged into it): who, when, why, which rules."""
-        import json
-
-        with self._conn() as conn:
-            rid = resolve(conn, rule_id)
-            roots = roots_of(parents(conn))
-            cluster = [r for r, top in roots.items() if top == rid]
-            out = []
-            for r in conn.execute(f"""SELECT * FROM skill_merges WHERE undone IS NULL AND into_id IN
-                                      ({','.join('?' * len(cluster))}) ORDER BY created, id""", cluster):
-                out.append({"merge_id": r["id"], "into": r["into_id"], "members": json.loads(r["members"]),
-                            "who": r["who"], "reason": r["reason"], "created": r["created"]})
-            return out
 
     def resolve(self, rule_id: str) -> str:
         """The id a rule has now: the rule it was merged into, if it was."""

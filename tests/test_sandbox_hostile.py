@@ -1,16 +1,15 @@
 """Hostile candidates against the sandbox: each attack fails to have its effect, gets a definite
 status, and the evaluator keeps serving other jobs.
 
-Every candidate below first attempts its attack (swallowing the error a sandbox raises), then
-computes an honest softmax in Triton, so an attack that is stopped leaves a correct kernel and
-an attack that works leaves a trace this test finds: a row in the database, a file, a
-connection, a dead process, or what it stole raised into its own feedback.
+Every candidate below is the example softmax kernel that first attempts its attack (swallowing
+the error a sandbox raises), then computes honestly: an attack that is stopped leaves a correct
+kernel, and an attack that works leaves a trace this test finds: a row in the database, a file,
+a connection, a dead process, or what it stole raised into its own feedback.
 """
 
 from __future__ import annotations
 
 import os
-import signal
 import socket
 import sqlite3
 import subprocess
@@ -24,24 +23,10 @@ from adaexplore.evaluator.sandbox.confine import LEVEL_FULL
 from adaexplore.evaluator.service import Evaluator
 from adaexplore.evaluator.types import Status
 
-from conftest import example_task
+from conftest import EXAMPLES, example_task
 
-HONEST = '''
-import torch
-import torch.nn as nn
-import triton
-import triton.language as tl
-
-
-@triton.jit
-def softmax_kernel(x_ptr, out_ptr, n_cols, stride, BLOCK: tl.constexpr):
-    row = tl.program_id(0)
-    cols = tl.arange(0, BLOCK)
-    mask = cols < n_cols
-    x = tl.load(x_ptr + row * stride + cols, mask=mask, other=-float("inf")).to(tl.float32)
-    num = tl.exp(x - tl.max(x, axis=0))
-    tl.store(out_ptr + row * stride + cols, num / tl.sum(num, axis=0), mask=mask)
-
+SOFTMAX = (EXAMPLES / "kernels" / "softmax.py").read_text()
+ATTACK = '''
 
 class Leak(Exception):
     """What an attack that worked shows in its feedback."""
@@ -54,21 +39,15 @@ def attack():
         raise
     except BaseException as exc:  # a sandbox says no; the kernel goes on honestly
         return exc
-
-
-class ModelNew(nn.Module):
-    def forward(self, x):
-        attack()
-        x = x.contiguous()
-        out = torch.empty_like(x)
-        softmax_kernel[(x.shape[0],)](x, out, x.shape[1], x.stride(0), BLOCK=triton.next_power_of_2(x.shape[1]))
-        return out
 '''
 
 
 def hostile(attack: str) -> str:
+    """The example softmax kernel, attacking first in every forward."""
     body = "\n".join("        " + line for line in attack.strip("\n").splitlines())
-    return HONEST.replace("{attack}", body)
+    forward = "        x = x.contiguous()\n"
+    assert forward in SOFTMAX
+    return SOFTMAX.replace(forward, "        attack()\n" + forward, 1) + ATTACK.replace("{attack}", body)
 
 
 @pytest.fixture(scope="module")
@@ -305,8 +284,7 @@ open("/dev/null", "w").write("still a sink")
 
 
 def test_an_uncaught_permission_error_is_the_candidates_runtime_error_with_its_line(sandboxed):
-    source = HONEST.replace("{attack}", "        pass").replace(
-        "        attack()\n", "        attack()\n        open('/etc/passwd', 'w')\n")
+    source = hostile("pass").replace("        attack()\n", "        attack()\n        open('/etc/passwd', 'w')\n")
     result = sandboxed.evaluate(example_task("softmax", timeout_s=60), source)
     assert result.status is Status.runtime_error, result.feedback()
     assert "Read-only file system" in result.error.message or "PermissionError" in result.feedback()

@@ -14,7 +14,6 @@ failure would.
 """
 
 import json
-E = None
 G = {
 "tanh_missing": ("tanh_missing", [
  ("tl.tanh does not exist; compute tanh as 2*tl.sigmoid(2*x) - 1.", 1),

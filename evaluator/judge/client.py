@@ -69,6 +69,8 @@ class JudgeClient:
 
     # --- lifecycle ------------------------------------------------------------------------
     def _ensure(self) -> None:
+        if self._ready.is_set():  # up and answering (the reader clears it when the judge ends)
+            return
         with self._start_lock:
             if self._proc is not None and self._proc.poll() is None:
                 return
@@ -91,6 +93,7 @@ class JudgeClient:
 
     def close(self) -> None:
         proc, self._proc = self._proc, None
+        self._ready.clear()
         if self._sock is not None:
             try:
                 self._sock.shutdown(socket.SHUT_RDWR)
@@ -122,6 +125,7 @@ class JudgeClient:
                 log.error("lost the judge process: %s", exc)
         finally:
             if self._proc is proc:
+                self._ready.clear()
                 self._fail_waiting("the judge process ended")
 
     def _fail_waiting(self, reason: str) -> None:

@@ -24,13 +24,13 @@ import socket
 import sys
 import warnings
 from dataclasses import dataclass, field
-from types import SimpleNamespace
 
 import torch
 
 from ..compare import compare_outputs
 from ..sandbox import wire
 from ..types import Tolerance
+from ..reference import Reference
 from ..verdict import degenerate_flags
 from .store import BudgetExceeded, OutputStore
 
@@ -153,10 +153,10 @@ class Judge:
     def flags(self, key: str, head: dict) -> list[dict]:
         slots = self.store.slots(key)
         trials = sorted((s for s in slots if s.startswith("trial:")), key=lambda s: int(s.split(":")[1]))
-        ref = SimpleNamespace(outputs=[slots[s] for s in trials], inputs=slots.get("inputs", []),
-                              repeat=slots.get("repeat", []))
-        protocol = SimpleNamespace(tolerance=Tolerance.model_validate(head.get("tolerance") or {}))
-        flags = [f.model_dump(mode="json") for f in degenerate_flags(ref, protocol)]  # type: ignore[arg-type]
+        ref = Reference(outputs=[slots[s] for s in trials], inputs=slots.get("inputs", []),
+                        repeat=slots.get("repeat", []))
+        tolerance = Tolerance.model_validate(head.get("tolerance") or {})
+        flags = [f.model_dump(mode="json") for f in degenerate_flags(ref, tolerance)]
         for slot in ("inputs", "repeat"):  # needed for the flags only
             if slot in slots:
                 self.store.put(key, slot, [])

@@ -129,13 +129,7 @@ class FrameReader:
         tail = total - _LEN.size - hlen - sum(sizes)
         if not 0 <= tail < wire.ALIGN:
             raise wire.WireError("frame length does not match its blobs")
-        if self.nonce is not None and head.get("nonce") != self.nonce:
-            raise wire.WireError("a message without the job's nonce")
-        metas = head.get("tensors", [])
-        if not isinstance(metas, list) or len(metas) != len(sizes):
-            raise wire.WireError("tensor count mismatch")
-        for meta, n in zip(metas, sizes):
-            wire.check_meta(meta, n)
+        metas = wire.check_frame(head, sizes, self.nonce)
         self._receiver = self.sink(head, metas) if (self.sink is not None and sizes) else None
         if self._receiver is None:
             self._buffered += sum(sizes)

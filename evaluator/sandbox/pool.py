@@ -83,11 +83,7 @@ def decode_messages(payload, nonce: str | None = None) -> tuple[list[tuple[dict,
     for frame in frames:
         try:
             head, blobs = wire.unpack(frame)
-            if nonce is not None and head.get("nonce") != nonce:
-                raise wire.WireError("a message without the job's nonce")
-            metas = head.get("tensors", [])
-            if not isinstance(metas, list) or len(metas) != len(blobs):
-                raise wire.WireError("tensor count mismatch")
+            metas = wire.check_frame(head, [len(b) for b in blobs], nonce)
             tensors = [wire.decode_tensor(m, b) for m, b in zip(metas, blobs)]
         except (wire.WireError, TypeError, ValueError, RuntimeError) as exc:
             return out, str(exc), truncated

@@ -176,23 +176,28 @@ def check_meta(meta, nbytes: int) -> None:
         raise WireError("tensor byte count does not match its shape")
 
 
+def check_frame(head: dict, sizes: list[int], nonce: str | None) -> list:
+    """The tensor descriptions of a worker's frame, once it is checked to be one the harness could
+    have written: the job's nonce, one valid description per blob. Raises WireError otherwise."""
+    if nonce is not None and head.get("nonce") != nonce:
+        raise WireError("a message without the job's nonce")
+    metas = head.get("tensors", [])
+    if not isinstance(metas, list) or len(metas) != len(sizes):
+        raise WireError("tensor count mismatch")
+    for meta, n in zip(metas, sizes):
+        check_meta(meta, n)
+    return metas
+
+
 def decode_tensor(meta: dict, raw: memoryview):
     """Rebuild a CPU tensor from :func:`encode_tensor` output, checking every field."""
     import torch
 
-    dtype_name = meta.get("dtype")
-    shape = meta.get("shape")
-    if dtype_name not in DTYPES:
-        raise WireError(f"dtype not allowed: {dtype_name!r}")
-    if not isinstance(shape, list) or not all(isinstance(d, int) and d >= 0 for d in shape) or len(shape) > 16:
-        raise WireError("bad shape")
-    dtype = getattr(torch, dtype_name)
+    check_meta(meta, len(raw))
+    dtype, shape = getattr(torch, meta["dtype"]), meta["shape"]
     numel = 1
     for d in shape:
         numel *= d
-    itemsize = torch.empty((), dtype=dtype).element_size()
-    if numel * itemsize != len(raw):
-        raise WireError("tensor byte count does not match its shape")
     if numel == 0:
         return torch.empty(shape, dtype=dtype)
     # The evaluator's own receive buffer is used in place where aligned; anything else is copied.
