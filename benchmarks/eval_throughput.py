@@ -214,14 +214,14 @@ def main() -> int:
     mix.ensure_importable()
     import torch
 
-    from adaexplore.evaluator.types import Protocol
+    from adaexplore.evaluator.results import EvalProtocol
 
     pairs = mix.PAIRS
     if args.only:
         keep = set(args.only.split(","))
         pairs = [p for p in pairs if p[1] in keep]
     device = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu"
-    protocol = Protocol(warmup_runs=2, timed_runs=10, timeout_s=300) if args.cpu_check else None
+    protocol = EvalProtocol(warmup_runs=2, timed_runs=10, timeout_s=300) if args.cpu_check else None
     root = Path(tempfile.mkdtemp(prefix="adaexplore-throughput-"))
     task_paths = mix.materialize_tasks(root / "tasks", small=args.cpu_check)
     mix.log(f"{len(pairs)} pairs on {device}; scratch {root}")

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from adaexplore.evaluator.service import Evaluator
 from adaexplore.evaluator.task import load_task_file
-from adaexplore.evaluator.types import to_json
+from adaexplore.evaluator.results import to_json
 
 ROOT = Path(__file__).resolve().parent.parent / "examples"
 

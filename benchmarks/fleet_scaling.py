@@ -209,7 +209,7 @@ def main() -> int:
     import torch
 
     from adaexplore.evaluator.task import load_task_file
-    from adaexplore.evaluator.types import Protocol
+    from adaexplore.evaluator.results import EvalProtocol
 
     pairs = [p for p in mix.PAIRS if not args.only or p[1] in set(args.only.split(","))]
     counts = sorted({int(g) for g in args.gpus.split(",")})
@@ -219,7 +219,7 @@ def main() -> int:
     task_paths = mix.materialize_tasks(root / "tasks", small=args.cpu_check)
     tasks = {name: load_task_file(path) for name, path in task_paths.items()}
     if args.cpu_check:
-        protocol = Protocol(warmup_runs=2, timed_runs=10, timeout_s=300)
+        protocol = EvalProtocol(warmup_runs=2, timed_runs=10, timeout_s=300)
         tasks = {n: t.model_copy(update={"protocol": protocol}) for n, t in tasks.items()}
     mix.log(f"{len(pairs)} pairs x {args.copies} copies, phases {counts} on {device}; scratch {root}")
 

@@ -100,14 +100,14 @@ def main() -> int:
 
     from adaexplore.evaluator.service import Evaluator
     from adaexplore.evaluator.task import load_task_file
-    from adaexplore.evaluator.types import Protocol
+    from adaexplore.evaluator.results import EvalProtocol
 
     kernels = args.kernels.split(",") if args.kernels else (QUICK if args.quick else FULL)
     task_of = {k: t for t, k, _ in mix.PAIRS}
     kernels = [k for k in kernels if k in task_of]
     device = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu"
     root = Path(tempfile.mkdtemp(prefix="adaexplore-fidelity-"))
-    protocol = Protocol(warmup_runs=2, timed_runs=10, timeout_s=300) if args.cpu_check else None
+    protocol = EvalProtocol(warmup_runs=2, timed_runs=10, timeout_s=300) if args.cpu_check else None
     task_paths = mix.materialize_tasks(root / "tasks", small=args.cpu_check)
     tasks = {n: load_task_file(p) for n, p in task_paths.items()}
     if protocol is not None:

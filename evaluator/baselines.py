@@ -16,7 +16,7 @@ from pathlib import Path
 
 import orjson
 
-from .types import TimingStats
+from .results import TimingStats
 
 BASELINES = ("eager", "compile")
 

@@ -20,7 +20,7 @@ import time
 import torch
 
 from . import lint
-from .messages import Job, Kind
+from ..common.vocab import Job, Kind
 from .reference import Reference
 from .sandbox.pool import WorkerResult
 from .service import NO_GPU_NOTE
@@ -28,7 +28,7 @@ from .stats import summarize
 from .task import Task, load_task_file, source_hash
 from .verdict import correctness_verdict, expect, timing_method, timing_verdict
 from .worker import jobs
-from .types import ErrorInfo, EvalResult, Protocol, Status, to_json
+from .results import ErrorInfo, EvalResult, EvalProtocol, Status, to_json
 
 
 class Collector:
@@ -51,7 +51,7 @@ def _in_process(runner, job: dict, t0: float) -> WorkerResult:
                         output_tail="", messages=rep.messages)
 
 
-def evaluate_cold(task: Task, source: str, protocol: Protocol | None = None, device: str = "cpu",
+def evaluate_cold(task: Task, source: str, protocol: EvalProtocol | None = None, device: str = "cpu",
                   timed: bool | None = None, scratch: str | None = None) -> EvalResult:
     """Evaluate one candidate in this process, from nothing."""
     t0 = time.monotonic()
@@ -107,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         task = load_task_file(args.task)
         if args.protocol:
-            task = task.model_copy(update={"protocol": Protocol.model_validate_json(args.protocol)})
+            task = task.model_copy(update={"protocol": EvalProtocol.model_validate_json(args.protocol)})
         with open(args.candidate) as fh:
             source = fh.read()
         result = evaluate_cold(task, source, device=device, timed=True if args.cpu_timing else None)

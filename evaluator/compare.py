@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .types import Mismatch, Status, Tolerance
+from .results import Mismatch, Status, Tolerance
 
 
 @dataclass

@@ -13,16 +13,16 @@ import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Protocol as TypingProtocol, Sequence
+from typing import Protocol, Sequence
 
 from .task import Task
-from .types import EvalResult, Protocol, TaskValidation
+from .results import EvalResult, EvalProtocol, TaskValidation
 
 
-class Member(TypingProtocol):
+class Member(Protocol):
     device: str
 
-    def evaluate(self, task: Task, source: str, protocol: Protocol | None = None) -> EvalResult: ...
+    def evaluate(self, task: Task, source: str, protocol: EvalProtocol | None = None) -> EvalResult: ...
 
     def validate_task(self, task: Task) -> TaskValidation: ...
 
@@ -109,7 +109,7 @@ class EvaluatorFleet:
         self.device = self.devices[0]
 
     # --- the Evaluator API ---------------------------------------------------------------
-    def evaluate(self, task: Task, source: str, protocol: Protocol | None = None) -> EvalResult:
+    def evaluate(self, task: Task, source: str, protocol: EvalProtocol | None = None) -> EvalResult:
         for m in self.members:  # an identical resubmission costs nothing, wherever it ran
             cached = getattr(m, "cached", None)
             hit = cached(task, source, protocol) if cached else None

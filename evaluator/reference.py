@@ -7,9 +7,9 @@ from dataclasses import dataclass, field
 
 import torch
 
-from .messages import Kind
+from ..common.vocab import Kind
 from .sandbox.pool import WorkerResult
-from .types import ErrorInfo, TimingStats
+from .results import ErrorInfo, TimingStats
 from .verdict import worker_failure
 
 

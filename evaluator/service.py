@@ -19,7 +19,7 @@ import torch
 
 from . import lint
 from .baselines import BASELINES, BaselineKey, Baselines, BaselineStore
-from .messages import Job, Kind
+from ..common.vocab import Job, Kind
 from .device_memory import DeviceMemory
 from .judge.client import JudgeClient, JudgeError
 from .reference import Reference
@@ -29,7 +29,7 @@ from .sandbox.gpu_lock import GpuLock, default_lock_dir, physical_gpu_id
 from .sandbox.pool import WorkerPool, WorkerResult
 from .stats import contended, summarize
 from .task import Task, source_hash
-from .types import ErrorInfo, EvalResult, Protocol, Status, TaskFlag, TaskValidation, TimingStats
+from .results import ErrorInfo, EvalResult, EvalProtocol, Status, TaskFlag, TaskValidation, TimingStats
 from .verdict import (REFERENCE_LOST, correctness_verdict, expect, judged, timing_method, timing_numbers,
                       timing_verdict)
 
@@ -38,6 +38,7 @@ log = logging.getLogger("adaexplore.evaluator")
 NO_GPU_NOTE = "no CUDA device: correctness ran through Triton's interpreter on the CPU; timing skipped"
 CONTEXT_BYTES = 1 << 30  # a worker's CUDA context and workspaces, beyond what its tensors take
 REFERENCE_CACHE_SIZE = 256  # tasks whose reference facts stay here (their outputs are in the judge)
+RESULTS_KEPT = 4096  # results of identical submissions answered without running them again
 
 
 def _physical_memory() -> int:
@@ -115,7 +116,9 @@ class Evaluator:
         self._ref_cache: OrderedDict[str, Reference] = OrderedDict()  # by judge key
         self._ref_locks: dict[str, threading.Lock] = {}
         self._ref_guard = threading.Lock()
-        self._results: dict[tuple, EvalResult] = {}
+        # Results of identical submissions, most recently used last; the oldest go past RESULTS_KEPT.
+        self._results: OrderedDict[tuple[str, str, str, str], EvalResult] = OrderedDict()
+        self._results_guard = threading.Lock()
         # Correctness runs keep off the GPU while a candidate is timed: paused (see GpuLock).
         self.quiet_timing = quiet_timing
         self.gpu = GpuLock(self.lock_dir, self.physical_id, pause=self.pool.pause, resume=self.pool.resume)
@@ -140,7 +143,7 @@ class Evaluator:
         self.close()
 
     # --- jobs -----------------------------------------------------------------------
-    def _job(self, kind: str, task: Task, protocol: Protocol, **extra) -> dict:
+    def _job(self, kind: str, task: Task, protocol: EvalProtocol, **extra) -> dict:
         # Workers share the cores: each gets its share of intra-op threads, not all of them.
         threads = max(1, (os.cpu_count() or 1) // self.max_parallel)
         job = {"kind": kind, "task_source": task.source, "protocol": protocol.model_dump(mode="json"),
@@ -262,10 +265,10 @@ class Evaluator:
         return res
 
     # --- reference --------------------------------------------------------------------
-    def judge_key(self, task: Task, protocol: Protocol) -> str:
+    def judge_key(self, task: Task, protocol: EvalProtocol) -> str:
         return f"{task.task_id}|{self.device}|{protocol.key()}"
 
-    def reference(self, task: Task, protocol: Protocol | None = None, remeasure: bool = False) -> Reference:
+    def reference(self, task: Task, protocol: EvalProtocol | None = None, remeasure: bool = False) -> Reference:
         """Reference outputs (and timing on a GPU), computed once per task, device and protocol.
 
         Baseline timings also persist on disk (see `baselines`); `remeasure` measures them again.
@@ -274,7 +277,7 @@ class Evaluator:
         ref.baselines_ready.wait()
         return ref
 
-    def _reference(self, task: Task, protocol: Protocol, remeasure: bool = False) -> Reference:
+    def _reference(self, task: Task, protocol: EvalProtocol, remeasure: bool = False) -> Reference:
         """The reference's outputs, as soon as they exist; its baselines may still be measuring
         (wait on `baselines_ready`), so candidates' correctness runs need not wait for them."""
         key = self.judge_key(task, protocol)
@@ -307,7 +310,7 @@ class Evaluator:
                                  daemon=True, name="adaexplore-baselines").start()
             return ref
 
-    def _measure_baselines(self, key: str, task: Task, protocol: Protocol, ref: Reference, remeasure: bool,
+    def _measure_baselines(self, key: str, task: Task, protocol: EvalProtocol, ref: Reference, remeasure: bool,
                            t0: float) -> None:
         try:
             self._baselines(task, protocol, ref, remeasure)
@@ -321,7 +324,7 @@ class Evaluator:
             ref.elapsed_s = time.monotonic() - t0
             ref.baselines_ready.set()
 
-    def forget_reference(self, task: Task, protocol: Protocol) -> None:
+    def forget_reference(self, task: Task, protocol: EvalProtocol) -> None:
         """Drop what is known of a task's reference here and in the judge."""
         with self._ref_guard:
             self._ref_cache.pop(self.judge_key(task, protocol), None)
@@ -342,12 +345,12 @@ class Evaluator:
             device=self.device, elapsed_s=ref.elapsed_s)
 
     # --- baselines ----------------------------------------------------------------------
-    def baseline_key(self, task: Task, protocol: Protocol, info: dict) -> BaselineKey:
+    def baseline_key(self, task: Task, protocol: EvalProtocol, info: dict) -> BaselineKey:
         return BaselineKey(task_id=task.task_id, device_name=info.get("name", ""), gpu=self.physical_id,
                            torch_version=info.get("torch", torch.__version__),
                            triton_version=info.get("triton", ""), protocol_key=protocol.key())
 
-    def _baselines(self, task: Task, protocol: Protocol, ref: Reference, remeasure: bool) -> None:
+    def _baselines(self, task: Task, protocol: EvalProtocol, ref: Reference, remeasure: bool) -> None:
         """Eager (and torch.compile) timings of the reference: from disk, or measured and stored."""
         key = self.baseline_key(task, protocol, ref.device_info)
         stored = None if remeasure else self.baseline_store.load(key)
@@ -376,7 +379,7 @@ class Evaluator:
         if "compile" in self.baselines:
             ref.compile_timing, ref.compile_note = got.compile, got.compile_note
 
-    def _measure_compile(self, task: Task, protocol: Protocol,
+    def _measure_compile(self, task: Task, protocol: EvalProtocol,
                          ref: Reference) -> tuple[TimingStats | None, str | None, bool]:
         """torch.compile of the reference: compiled and checked first, then timed under the lock.
 
@@ -403,7 +406,7 @@ class Evaluator:
         return summarize(msg[0]["event_ms"], protocol.trim_fraction, method=timing_method(msg[0])), None, False
 
     # --- profiling --------------------------------------------------------------------
-    def profile(self, task: Task, source: str | None, protocol: Protocol | None = None):
+    def profile(self, task: Task, source: str | None, protocol: EvalProtocol | None = None):
         """Per-kernel breakdown, Triton launch metadata, roofline position and distance to the
         task's floor for a correct candidate (a `profile.ProfileReport`). Without a GPU only the
         floor's bytes and FLOPs are computed; the summary says why the rest is missing."""
@@ -412,12 +415,13 @@ class Evaluator:
         return profile_candidate(self, task, source, protocol)
 
     # --- candidates -------------------------------------------------------------------
-    def evaluate(self, task: Task, source: str, protocol: Protocol | None = None) -> EvalResult:
+    def evaluate(self, task: Task, source: str, protocol: EvalProtocol | None = None) -> EvalResult:
         """Check and (on a GPU) time one candidate. Infra failures are retried once."""
         protocol = protocol or task.protocol
         key = (task.task_id, source_hash(source), self.device, protocol.key())
-        if key in self._results:
-            return self._results[key]
+        hit = self._remembered(key)
+        if hit is not None:
+            return hit
         t0 = time.monotonic()
         result = self._evaluate_once(task, source, protocol)
         if result.status is Status.infra_error and result.error and result.error.message == REFERENCE_LOST:
@@ -430,10 +434,20 @@ class Evaluator:
             "task_id": task.task_id, "source_hash": key[1], "device": self.device,
             "protocol_key": key[3], "elapsed_s": round(time.monotonic() - t0, 3)})
         if result.status is not Status.infra_error:
-            self._results[key] = result
+            with self._results_guard:
+                self._results[key] = result
+                while len(self._results) > RESULTS_KEPT:
+                    self._results.popitem(last=False)
         return result
 
-    def _evaluate_once(self, task: Task, source: str, protocol: Protocol) -> EvalResult:
+    def _remembered(self, key: tuple[str, str, str, str]) -> EvalResult | None:
+        with self._results_guard:
+            hit = self._results.get(key)
+            if hit is not None:
+                self._results.move_to_end(key)
+            return hit
+
+    def _evaluate_once(self, task: Task, source: str, protocol: EvalProtocol) -> EvalResult:
         static = lint.check_candidate(source)
         if static.status is not None:
             return EvalResult(status=static.status, error=static.error, lint=static.issues)
@@ -456,12 +470,12 @@ class Evaluator:
         return EvalResult(status=Status.infra_error, error=ErrorInfo(
             error_class="ReferenceError", message="the task's reference failed: " + ref.error.message))
 
-    def cached(self, task: Task, source: str, protocol: Protocol | None = None) -> EvalResult | None:
+    def cached(self, task: Task, source: str, protocol: EvalProtocol | None = None) -> EvalResult | None:
         """The stored result of an identical earlier submission, if any."""
         protocol = protocol or task.protocol
-        return self._results.get((task.task_id, source_hash(source), self.device, protocol.key()))
+        return self._remembered((task.task_id, source_hash(source), self.device, protocol.key()))
 
-    def _time_candidate(self, task: Task, source: str, protocol: Protocol, ref: Reference,
+    def _time_candidate(self, task: Task, source: str, protocol: EvalProtocol, ref: Reference,
                         result: EvalResult) -> EvalResult:
         res = self._run_timed(self._job(Job.timing, task, protocol, candidate_source=source), protocol.timeout_s)
         return timing_verdict(res, ref, protocol, result)

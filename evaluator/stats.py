@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import statistics
 
-from .types import TimingStats
+from .results import TimingStats
 
 # A median flush this many times the fastest one means another context shared the GPU.
 CONTENTION_RATIO = 1.5

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from pydantic import Field
 
-from .types import Model, Protocol
+from .results import Model, EvalProtocol
 
 REQUIRED_NAMES = ("Model", "get_inputs", "get_init_inputs")
 MAX_SOURCE_BYTES = 512 * 1024
@@ -24,7 +24,7 @@ class Task(Model):
 
     name: str
     source: str
-    protocol: Protocol = Field(default_factory=Protocol)
+    protocol: EvalProtocol = Field(default_factory=EvalProtocol)
 
     @property
     def task_id(self) -> str:

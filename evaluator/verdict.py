@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING
 import torch
 
 from .compare import Verdict, compare_outputs, zeros_pass
-from .messages import Kind
+from ..common.vocab import Kind
 from .sandbox.pool import WorkerResult
 from .stats import summarize
-from .types import ErrorInfo, EvalResult, Mismatch, Protocol, Status, TaskFlag, Tolerance
+from .results import ErrorInfo, EvalResult, Mismatch, EvalProtocol, Status, TaskFlag, Tolerance
 
 if TYPE_CHECKING:
     from .reference import Reference
@@ -245,7 +245,7 @@ def judged(payload: list, expected: list | None, tol, trial: int) -> Verdict | E
     return compare_outputs(payload, expected, tol, trial=trial)
 
 
-def correctness_verdict(res: WorkerResult, ref: Reference, protocol: Protocol, issues) -> EvalResult:
+def correctness_verdict(res: WorkerResult, ref: Reference, protocol: EvalProtocol, issues) -> EvalResult:
     """The candidate's correctness run, checked: how it ended, its trials, its launches, its ops."""
     base = {"lint": issues, "trials": protocol.correctness_trials,
             "stdout_tail": res.output_tail.strip()[-800:] or None}
@@ -286,7 +286,7 @@ def correctness_verdict(res: WorkerResult, ref: Reference, protocol: Protocol, i
     return EvalResult(**base, status=Status.correct, trials_passed=passed)
 
 
-def timing_verdict(res: WorkerResult, ref: Reference, protocol: Protocol, result: EvalResult) -> EvalResult:
+def timing_verdict(res: WorkerResult, ref: Reference, protocol: EvalProtocol, result: EvalResult) -> EvalResult:
     """The candidate's timing run, checked: its check-run output, its stream, its stats."""
     failure = candidate_failure(res)
     if failure is not None:

@@ -12,6 +12,7 @@ import random
 from bisect import bisect_right
 from itertools import accumulate
 
+from ..common.vocab import Action, Status
 from .params import SearchParams
 from .rewards import SPEEDUP_MAX, SPEEDUP_MIN
 from .tree import TreeIndex, _speed_key
@@ -26,7 +27,7 @@ def small_step_context(index: TreeIndex, node_id: str, params: SearchParams) -> 
     out: list[int] = []
     while i > 0 and len(out) < params.c_recent:
         out.append(i)
-        if rows[i].action != "small":  # reached the segment's head
+        if rows[i].action != Action.small:  # reached the segment's head
             break
         i = parent[i]
     out.reverse()
@@ -61,7 +62,7 @@ def large_step_context(
     seg_best = index.segments()[1] if params.pool_topup else None
     heads: list[int] = []
     while i > 0:  # walk up, noting where each segment starts
-        if rows[i].action != "small" or parent[i] == 0:
+        if rows[i].action != Action.small or parent[i] == 0:
             heads.append(i)
         i = parent[i]
     heads.reverse()
@@ -101,11 +102,11 @@ def _path_segment_best(index: TreeIndex, heads: list[int]) -> dict[int, int]:
         stack = [h]
         while stack:
             i = stack.pop()
-            if status[i] == "correct" and (top < 0 or _better(index, i, top)):
+            if status[i] == Status.correct and (top < 0 or _better(index, i, top)):
                 top = i
             c = first[i]
             while c >= 0:
-                if rows[c].action == "small":
+                if rows[c].action == Action.small:
                     stack.append(c)
                 c = nxt[c]
         if top >= 0:

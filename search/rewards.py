@@ -2,7 +2,7 @@
 
 Runs wherever the search runs (the server process); pure functions, no I/O.
 
-Statuses are the evaluator's fixed set (``adaexplore.evaluator.types.Status``); plain
+Statuses are the evaluator's fixed set (``adaexplore.common.vocab.Status``); plain
 strings and the str-enum both work. As in the AdaExplore method, every candidate that
 imports but is not correct scores 0.05: a wrong result (``wrong_output``,
 ``shape_mismatch``, ``nan_output``) and an error after the module loaded
@@ -18,14 +18,13 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Callable
 
+from ..common.vocab import FAILED_AFTER_LOADING, WRONG_RESULTS, Status
+
 if TYPE_CHECKING:
     from .params import SearchParams
 
 #: Statuses of a module that imported but is not correct: the method's 0.05.
-RUNS_BUT_WRONG = frozenset({
-    "wrong_output", "shape_mismatch", "nan_output",
-    "compile_error", "runtime_error", "cuda_error", "timeout", "oom",
-})
+RUNS_BUT_WRONG: frozenset[str] = WRONG_RESULTS | FAILED_AFTER_LOADING
 
 #: The reward of every status, in words (for schemas and docs).
 REWARD_TABLE = (
@@ -35,7 +34,7 @@ REWARD_TABLE = (
     "runtime_error, cuda_error, timeout, oom): 0.05; does not load or is not accepted "
     "(syntax_error, import_error, no_triton_kernel, cheat_detected): 0; infra_error: not counted"
 )
-CORRECT = "correct"
+CORRECT = Status.correct
 WRONG_REWARD = 0.05
 SPEEDUP_MIN, SPEEDUP_MAX = 0.1, 10.0
 

@@ -25,6 +25,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from ..common.vocab import Action
 from .params import SearchParams
 from .tree import TreeIndex
 
@@ -122,10 +123,10 @@ def _explain(ids, s, n_s, wscore, table, decision) -> dict[str, Any]:
 
 def choose_action(
     index: TreeIndex, node_id: str, params: SearchParams, rng: random.Random
-) -> Literal["large", "small"]:
+) -> Action:
     """Root -> large; a node with >= ``max_small_children`` small-step children -> large
     (its local refinements are used up); otherwise large with probability ``p_large``."""
     i = index.index_of(node_id)
     if i == 0 or index.small_children_at(i) >= params.max_small_children:
-        return "large"
-    return "large" if rng.random() < params.p_large else "small"
+        return Action.large
+    return Action.large if rng.random() < params.p_large else Action.small

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import heapq
 
+from ..common.vocab import Status
 from .params import SearchParams
 from .tree import TreeIndex, _speed_key
 
@@ -26,6 +27,6 @@ def best_nodes(index: TreeIndex, k: int) -> list[str]:
     if k <= 0:
         return []
     status, rows = index.status, index.rows
-    correct = (rows[i] for i in range(1, len(rows)) if status[i] == "correct")
+    correct = (rows[i] for i in range(1, len(rows)) if status[i] == Status.correct)
     top = heapq.nsmallest(k, correct, key=lambda r: (-_speed_key(r.speedup), r.seq))
     return [r.id for r in top]

@@ -34,15 +34,14 @@ import math
 from itertools import compress, islice, repeat
 from operator import eq, ge
 from dataclasses import dataclass
-from typing import Iterator, Literal, Sequence
+from typing import Iterator, Sequence
 
+from ..common.vocab import Action, Status
 from .params import SearchParams
 from .rewards import REWARDS
 
-Action = Literal["root", "large", "small"]
-
-INFRA_ERROR = "infra_error"
-CORRECT = "correct"
+INFRA_ERROR = Status.infra_error
+CORRECT = Status.correct
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,7 +50,7 @@ class NodeView:
 
     id: str
     parent_id: str | None
-    action: Action
+    action: str
     status: str | None
     speedup: float | None
     seq: int
@@ -66,7 +65,7 @@ class PendingView:
     id: str
     node_id: str
     created_at: float
-    action: str = "small"
+    action: str = Action.small
 
 
 def _speed_key(speedup: float | None) -> float:
@@ -176,7 +175,7 @@ class TreeIndex:
                 if i is None:
                     continue  # node gone: nothing to hold back
             pending_on[i] = pending_on.get(i, 0) + 1
-            if pv.action == "small":
+            if pv.action == Action.small:
                 pending_small_on[i] = pending_small_on.get(i, 0) + 1
             n[i] += 1
             live += 1
@@ -241,7 +240,7 @@ class TreeIndex:
                 if i is None:
                     continue
             pending_on[i] = pending_on.get(i, 0) + 1
-            if pv.action == "small":
+            if pv.action == Action.small:
                 pending_small_on[i] = pending_small_on.get(i, 0) + 1
             live += 1
             while i >= 0:
@@ -281,7 +280,7 @@ class TreeIndex:
         return out
 
     def action_at(self, i: int) -> str:
-        return "root" if i == 0 else self.rows[i].action
+        return Action.root if i == 0 else self.rows[i].action
 
     def speedup_at(self, i: int) -> float | None:
         return self.rows[i].speedup
@@ -313,7 +312,7 @@ class TreeIndex:
         """Small-step children of i, counting live pending small-step expansions of i: with
         several agents at once, a node promised two small steps gets no third."""
         rows = self.rows
-        made = sum(1 for c in self.children_at(i) if rows[c].action == "small")
+        made = sum(1 for c in self.children_at(i) if rows[c].action == Action.small)
         return made + self.pending_small_on.get(i, 0)
 
     def segments(self) -> tuple[list[int], dict[int, int]]:
@@ -327,7 +326,7 @@ class TreeIndex:
             acts = [r.action for r in rows]
             seg = list(range(size))
             for i, p, a in zip(range(1, size), islice(parent, 1, None), islice(acts, 1, None)):
-                if p and a == "small":
+                if p and a == Action.small:
                     seg[i] = seg[p]
             best: dict[int, int] = {}
             best_key: dict[int, float] = {}

@@ -82,7 +82,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 def cmd_eval(args: argparse.Namespace) -> int:
     from ..evaluator.service import Evaluator
     from ..evaluator.task import TaskError, load_task_file
-    from ..evaluator.types import to_json
+    from ..evaluator.results import to_json
 
     try:
         task = load_task_file(args.task)

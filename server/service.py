@@ -17,7 +17,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import wait as wait_futures
 from typing import Any
 
-from ..evaluator.types import Protocol
+from ..evaluator.results import EvalProtocol
 from ..search import SearchParams
 from .config import ServerConfig
 from .evaluation import EvaluatorHolder, lower_priority
@@ -54,7 +54,7 @@ class Service(SearchOps, MemoryOps):
         self._jobs: dict[str, Future] = {}
         self._jobs_lock = threading.Lock()
         self._expand_lock = threading.Lock()
-        self._params_cache: dict[str, tuple[SearchParams, Protocol, str]] = {}
+        self._params_cache: dict[str, tuple[SearchParams, EvalProtocol, str]] = {}
         self._facts_cache: dict[str, TaskFacts] = {}
         self._change_cache: dict[str, str] = {}  # node id -> what it changed from its parent
         self._scrub_extra = scrub_pairs(config)

@@ -17,7 +17,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 
 from ..evaluator.lint import nan_hint
 from ..evaluator.task import Task, source_hash
-from ..evaluator.types import ErrorInfo, EvalResult, Protocol, Status
+from ..evaluator.results import ErrorInfo, EvalResult, EvalProtocol, Status
 from ..search import (
     SearchParams,
     budget_left,
@@ -215,7 +215,7 @@ class SearchOps(TreeOps):
         with self._jobs_lock:
             self._jobs.pop(node_id, None)
 
-    def _evaluate(self, task_id: str, node_id: str, task: Task, source: str, protocol: Protocol,
+    def _evaluate(self, task_id: str, node_id: str, task: Task, source: str, protocol: EvalProtocol,
                   params: SearchParams, caller: str, submitted: float) -> None:
         try:
             result = self.evaluators.get().evaluate(task, source, protocol)
@@ -269,7 +269,7 @@ class SearchOps(TreeOps):
             self.store.save_profile(node_id, out.device, out.triton_share, out.model_dump(mode="json"))
         return out
 
-    def _profile(self, node_id: str, task: Task, source: str, protocol: Protocol, ran_on: str | None
+    def _profile(self, node_id: str, task: Task, source: str, protocol: EvalProtocol, ran_on: str | None
                  ) -> ProfileResult:
         ev = self.evaluators.get()
         members = getattr(ev, "members", None) or [ev]  # a fleet profiles on the GPU that timed the node
@@ -289,7 +289,7 @@ class SearchOps(TreeOps):
             achieved_gbps=rep.achieved_gbps, bandwidth_fraction=rep.bandwidth_fraction,
             achieved_tflops=rep.achieved_tflops, flops_fraction=rep.flops_fraction, notes=list(rep.notes))
 
-    def _profile_in_loop(self, node_id: str, task: Task, source: str, protocol: Protocol,
+    def _profile_in_loop(self, node_id: str, task: Task, source: str, protocol: EvalProtocol,
                          result: EvalResult) -> ProfileResult | None:
         """On a GPU, every correct kernel is profiled as it is evaluated; never at the cost of its result."""
         if not result.ok or not getattr(self.evaluators.get(), "is_gpu", False):

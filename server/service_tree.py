@@ -14,7 +14,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import ValidationError
 
 from ..evaluator.task import Task, TaskError, check_task_source, source_hash, task_name_from_path
-from ..evaluator.types import TOLERANCE_PROFILES, Protocol
+from ..evaluator.results import TOLERANCE_PROFILES, EvalProtocol
 from ..search import NodeView, PendingView, SearchParams, TreeIndex, best_nodes, budget_left
 from . import texts
 from .config import ServerConfig
@@ -65,7 +65,7 @@ class TreeOps:
     store: Store
     cache: TreeCache
     evaluators: EvaluatorHolder
-    _params_cache: dict[str, tuple[SearchParams, Protocol, str]]
+    _params_cache: dict[str, tuple[SearchParams, EvalProtocol, str]]
     _facts_cache: dict[str, TaskFacts]
     _change_cache: dict[str, str]
     _scrub_extra: tuple[tuple[str, str], ...]
@@ -79,11 +79,11 @@ class TreeOps:
                             "or register_task to add one")
         return task
 
-    def _params(self, task_id: str) -> tuple[SearchParams, Protocol, str]:
+    def _params(self, task_id: str) -> tuple[SearchParams, EvalProtocol, str]:
         cached = self._params_cache.get(task_id)
         if cached is None:
             task = self._task(task_id)
-            cached = (SearchParams(**(task["params"] or {})), Protocol(**(task["protocol"] or {})), task["name"])
+            cached = (SearchParams(**(task["params"] or {})), EvalProtocol(**(task["protocol"] or {})), task["name"])
             self._params_cache[task_id] = cached
         return cached
 
@@ -201,13 +201,13 @@ class TreeOps:
             raise ToolError(f"bad search settings: {exc.errors()[0]['msg']} (reward is 'paper' or "
                             "'log_speedup')") from None
 
-    def _protocol(self, o: ProtocolOverrides | None) -> Protocol:
+    def _protocol(self, o: ProtocolOverrides | None) -> EvalProtocol:
         if o is None:
-            return Protocol()
+            return EvalProtocol()
         values: dict[str, Any] = {k: v for k, v in o.model_dump().items() if v is not None and k != "tolerance"}
         if o.tolerance:
             values["tolerance"] = TOLERANCE_PROFILES[o.tolerance]
-        return Protocol(**values)
+        return EvalProtocol(**values)
 
     def list_tasks(self) -> ListTasksResult:
         return ListTasksResult(tasks=[

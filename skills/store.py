@@ -24,6 +24,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from ..common.vocab import Status
 from .evidence import code_uses, forbidden_construct, uses_forbidden
 from .exchange import (EXPORT_FORMAT, check_format, export_memory, import_experiences, import_merges,
                        import_rules, prepare_rules)
@@ -43,7 +44,7 @@ __all__ = [
     "RecordOutcome", "SignatureCount", "UnknownMergeError", "UnknownRuleError", "text_key", "wording_key",
 ]
 
-SKIPPED_STATUSES = frozenset({"infra_error", "correct", "wrong_output"})
+SKIPPED_STATUSES = frozenset({Status.infra_error, Status.correct, Status.wrong_output})
 """Never experiences: our faults, successes and plain numerical mismatches."""
 
 _SCHEMA = """

@@ -35,11 +35,11 @@ def evaluator(tmp_path_factory):
 
 def example_task(name: str, **protocol):
     from adaexplore.evaluator.task import load_task_file
-    from adaexplore.evaluator.types import Protocol
+    from adaexplore.evaluator.results import EvalProtocol
 
     task = load_task_file(EXAMPLES / "tasks" / f"{name}.py")
     if protocol:
-        task = task.model_copy(update={"protocol": Protocol(**protocol)})
+        task = task.model_copy(update={"protocol": EvalProtocol(**protocol)})
     return task
 
 # In CI, property tests replay the same examples every run, so a landing never hinges on a draw;

@@ -3,7 +3,7 @@
 import pytest
 
 from adaexplore.evaluator.task import Task, TaskError, check_task_source, load_task_folder
-from adaexplore.evaluator.types import Status, to_json
+from adaexplore.evaluator.results import Status, to_json
 
 from conftest import EXAMPLES, HAS_CUDA, example_task, gpu
 

@@ -11,7 +11,7 @@ import torch
 from adaexplore.evaluator.judge.store import BudgetExceeded, OutputStore
 from adaexplore.evaluator.service import Evaluator
 from adaexplore.evaluator.task import Task, check_task_source
-from adaexplore.evaluator.types import Status
+from adaexplore.evaluator.results import Status
 
 from conftest import EXAMPLES, example_task
 

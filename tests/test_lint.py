@@ -8,8 +8,8 @@ import textwrap
 
 import pytest
 
-from evaluator.lint import StaticReport, check_candidate, is_error
-from evaluator.types import Status
+from adaexplore.evaluator.lint import StaticReport, check_candidate, is_error
+from adaexplore.evaluator.results import Status
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -412,7 +412,7 @@ def test_unknown_triton_top_level_name():
     report = check_candidate(src)
     # inside an ordinary method: fails only if it runs, so a warning
     issue = find(report, "triton.cdvi")
-    assert issue.message.startswith("warning")
+    assert not is_error(issue)
     assert "triton.cdiv" in issue.message
     assert report.status is None
 

@@ -9,7 +9,7 @@ from adaexplore.evaluator.profile import (
     DevicePeaks, KernelCapture, PeaksCache, ProfileReport, TritonKernelInfo, build_report, device_rows,
     floor_ms, flops_peak, is_triton_kernel, jit_function_names, kernel_breakdown, peaks_key, plausible_peaks,
     short_kernel_name, summarize_profile, task_floor)
-from adaexplore.evaluator.types import ErrorInfo, Protocol, to_json
+from adaexplore.evaluator.results import ErrorInfo, EvalProtocol, to_json
 from adaexplore.evaluator.worker import harness
 
 from conftest import EXAMPLES, HAS_CUDA, example_task, gpu
@@ -20,7 +20,7 @@ H200_LIKE = DevicePeaks(device_name="NVIDIA H200", torch_version="2.11.0", copy_
 
 def _floor(name: str) -> dict:
     task = harness.load_task((EXAMPLES / "tasks" / f"{name}.py").read_text())
-    return task_floor(task, Protocol(), torch.device("cpu"))
+    return task_floor(task, EvalProtocol(), torch.device("cpu"))
 
 
 # --- the floor -------------------------------------------------------------------------------------
@@ -330,7 +330,7 @@ def test_worker_candidate_path_reports_its_messages_on_cpu(monkeypatch, tmp_path
             self.messages.append(head)
 
     rep, notes = Rep(), []
-    protocol = Protocol(warmup_runs=1, timed_runs=4)
+    protocol = EvalProtocol(warmup_runs=1, timed_runs=4)
     task = harness.load_task((EXAMPLES / "tasks" / "gelu_scale.py").read_text())
     source = (EXAMPLES / "kernels" / "gelu_scale.py").read_text()
     job = {"scratch": str(tmp_path), "time_candidate": True}
@@ -362,6 +362,6 @@ def test_worker_reports_a_broken_candidate(monkeypatch, tmp_path):
 
     rep = Rep()
     task = harness.load_task((EXAMPLES / "tasks" / "softmax.py").read_text())
-    ok = profile._profile_candidate_in_worker({"scratch": str(tmp_path)}, rep, task, Protocol(), torch.device("cpu"),
+    ok = profile._profile_candidate_in_worker({"scratch": str(tmp_path)}, rep, task, EvalProtocol(), torch.device("cpu"),
                                               "import nonexistent_module_xyz\n", lambda n: None)
     assert not ok and rep.messages[-1]["kind"] == "error"

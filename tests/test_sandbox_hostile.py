@@ -21,7 +21,7 @@ import pytest
 
 from adaexplore.evaluator.sandbox.confine import LEVEL_FULL
 from adaexplore.evaluator.service import Evaluator
-from adaexplore.evaluator.types import Status
+from adaexplore.evaluator.results import Status
 
 from conftest import EXAMPLES, example_task
 

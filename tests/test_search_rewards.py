@@ -80,7 +80,7 @@ def test_reward_for_uses_named_function():
 
 
 def test_status_enum_accepted():
-    enum = pytest.importorskip("adaexplore.evaluator.types")
+    enum = pytest.importorskip("adaexplore.evaluator.results")
     assert paper_reward(enum.Status.correct, 10.0) == pytest.approx(1.6)
     assert paper_reward(enum.Status.nan_output, None) == 0.05
     assert paper_reward(enum.Status.import_error, None) == 0.0
@@ -96,7 +96,7 @@ def test_params_reject_unknown_and_out_of_range():
 
 
 def test_the_reward_table_names_every_status():
-    from adaexplore.evaluator.types import Status
+    from adaexplore.evaluator.results import Status
     from adaexplore.search.rewards import REWARD_TABLE
 
     for st in Status:

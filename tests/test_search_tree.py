@@ -101,7 +101,7 @@ def test_infra_error_nodes_invisible():
 
 
 def test_status_enum_rows():
-    types = pytest.importorskip("adaexplore.evaluator.types")
+    types = pytest.importorskip("adaexplore.evaluator.results")
     S = types.Status
     idx = build(tree(("a", "root", "large", S.correct, 10.0), ("b", "a", "small", S.infra_error, None)))
     assert idx.N("root") == 1 and idx.Q("a") == pytest.approx(R10)

@@ -96,7 +96,7 @@ def test_every_prompt_argument_is_described(tmp_path):
 
 
 def test_the_reward_of_every_status_is_stated_in_the_schema(tmp_path):
-    from adaexplore.evaluator.types import Status
+    from adaexplore.evaluator.results import Status
 
     tools = current(tmp_path)
     text = json.dumps(tools["evaluate_kernel"]["output"])

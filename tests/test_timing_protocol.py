@@ -15,7 +15,7 @@ from adaexplore.evaluator.reference import Reference
 from adaexplore.evaluator.sandbox.pool import WorkerResult
 from adaexplore.evaluator.service import Evaluator, physical_gpu_id
 from adaexplore.evaluator.stats import contended, summarize
-from adaexplore.evaluator.types import EvalResult, Protocol, Status, TimingStats
+from adaexplore.evaluator.results import EvalResult, EvalProtocol, Status, TimingStats
 from adaexplore.evaluator.verdict import escaped_work, timing_verdict
 from adaexplore.evaluator.worker import harness
 from adaexplore.evaluator.worker.timing import time_on_host
@@ -84,7 +84,7 @@ def test_a_malformed_timing_report_is_a_cheat_not_a_crash():
     ref = Reference(check_outputs=[out.clone()])
 
     def verdict(head):
-        return timing_verdict(timing_report(head, [out.clone()]), ref, Protocol(),
+        return timing_verdict(timing_report(head, [out.clone()]), ref, EvalProtocol(),
                               EvalResult(status=Status.correct))
 
     good = verdict({"event_ms": [0.1] * 20, "drain_ms": [0.1] * 10})
@@ -140,7 +140,7 @@ class Stub:
         return result
 
     def validate_task(self, task):
-        from adaexplore.evaluator.types import TaskValidation
+        from adaexplore.evaluator.results import TaskValidation
 
         self.validated.append(task)
         return TaskValidation(ok=True, device=self.device)

@@ -11,14 +11,14 @@ import pytest
 from adaexplore.evaluator.sandbox import wire
 from adaexplore.evaluator.sandbox.confine import Plan
 from adaexplore.evaluator.sandbox.pool import WorkerPool, decode_messages
-from adaexplore.evaluator.types import Protocol
+from adaexplore.evaluator.results import EvalProtocol
 from adaexplore.evaluator.verdict import candidate_failure
 
 from conftest import EXAMPLES
 
 SOFTMAX_TASK = (EXAMPLES / "tasks" / "softmax.py").read_text()
 SOFTMAX_KERNEL = (EXAMPLES / "kernels" / "softmax.py").read_text()
-PROTOCOL = Protocol(warmup_runs=1, timed_runs=3, timeout_s=60).model_dump(mode="json")
+PROTOCOL = EvalProtocol(warmup_runs=1, timed_runs=3, timeout_s=60).model_dump(mode="json")
 
 
 @pytest.fixture(scope="module")

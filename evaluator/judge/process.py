@@ -29,7 +29,7 @@ import torch
 
 from ..compare import compare_outputs
 from ..sandbox import wire
-from ..types import Tolerance
+from ..results import Tolerance
 from ..reference import Reference
 from ..verdict import degenerate_flags
 from .store import BudgetExceeded, OutputStore

@@ -19,7 +19,7 @@ itself) is sure to reject the code; anything that merely *might* fail is a *warn
 A false positive blocks a correct kernel, so doubtful rules are warnings. Each rule below
 says which it is and why. Errors make the report fatal; warnings never do.
 
-Every issue message starts with ``"error: "`` or ``"warning: "``; ``construct`` is a short
+Every issue carries its ``severity`` (``Severity.error`` or ``Severity.warning``); ``construct`` is a short
 canonical text of the offending construct (``"tl.float32("``, ``"break"``), with the
 ``triton.language`` alias always written as ``tl``.
 
@@ -38,15 +38,16 @@ from pydantic import Field
 
 from .checker import _Checker
 from .hints import nan_hint  # noqa: F401  (re-exported: the server adds it to nan_output feedback)
-from .core import ERROR_PREFIX, WARNING_PREFIX, _Finding  # noqa: F401  (WARNING_PREFIX re-exported)
-from ..types import ErrorInfo, LintIssue, Model, Status
+from .core import _Finding
+from ...common.vocab import Severity
+from ..results import ErrorInfo, LintIssue, Model, Status
 
 __all__ = ["StaticReport", "check_candidate", "is_error"]
 
 
 def is_error(issue: LintIssue) -> bool:
     """True when an issue is an error (the build will fail), False for a warning."""
-    return issue.message.startswith(ERROR_PREFIX)
+    return issue.severity == Severity.error
 
 
 class StaticReport(Model):
@@ -91,7 +92,7 @@ def check_candidate(source: str) -> StaticReport:
     except SyntaxError as exc:
         line = exc.lineno
         msg = exc.msg or str(exc)
-        issue = LintIssue(line=line or 0, message=ERROR_PREFIX + msg, construct=type(exc).__name__)
+        issue = LintIssue(line=line or 0, message=msg, construct=type(exc).__name__)
         return StaticReport(status=Status.syntax_error,
                             error=ErrorInfo(error_class=type(exc).__name__, message=msg, line=line,
                                             source_line=_source_line(lines, line) if line else exc.text,
@@ -100,7 +101,7 @@ def check_candidate(source: str) -> StaticReport:
     except (ValueError, RecursionError, MemoryError) as exc:  # null bytes, absurd nesting
         return StaticReport(status=Status.syntax_error,
                             error=ErrorInfo(error_class=type(exc).__name__, message=str(exc)[:300]),
-                            issues=[LintIssue(line=0, message=ERROR_PREFIX + str(exc)[:300],
+                            issues=[LintIssue(line=0, message=str(exc)[:300],
                                               construct=type(exc).__name__)])
 
     checker = _Checker(source, tree)
@@ -112,7 +113,7 @@ def check_candidate(source: str) -> StaticReport:
         findings = checker.findings
     if not checker.has_model_new():
         first_line = 1
-        findings.append(_Finding(first_line, "candidate defines no class ModelNew", "ModelNew", "error",
+        findings.append(_Finding(first_line, "candidate defines no class ModelNew", "ModelNew", Severity.error,
                                  Status.import_error,
                                  "define `class ModelNew(nn.Module)` at module level with the same __init__ "
                                  "arguments and forward signature as Model"))
@@ -126,15 +127,15 @@ def check_candidate(source: str) -> StaticReport:
         if key not in seen:
             seen.add(key)
             unique.append(f)
-    unique.sort(key=lambda f: (f.line, f.severity != "error"))
+    unique.sort(key=lambda f: (f.line, f.severity != Severity.error))
 
     fatal: _Finding | None = None
     for f in unique:
-        if f.severity == "error" and f.status is Status.import_error and f.construct == "ModelNew":
+        if f.severity == Severity.error and f.status is Status.import_error and f.construct == "ModelNew":
             fatal = f
             break
     if fatal is None:
-        errors = [f for f in unique if f.severity == "error"]
+        errors = [f for f in unique if f.severity == Severity.error]
         fatal = errors[0] if errors else None
 
     report = StaticReport(issues=[f.issue() for f in unique])

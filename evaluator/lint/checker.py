@@ -12,7 +12,8 @@ import ast
 import types
 from typing import Any
 
-from ..types import Status
+from ...common.vocab import Severity
+from ..results import Status
 from .core import _Finding, _JitInfo
 from .jit import _JitMixin
 from .kernel import _KernelMixin
@@ -38,7 +39,7 @@ class _Checker(_NamesMixin, _JitMixin, _KernelMixin, _LaunchMixin):
         self.allow_globals = "TRITON_ALLOW_NON_CONSTEXPR_GLOBALS" in source
 
     # ---------------------------------------------------------------- helpers
-    def add(self, node: ast.AST | int, message: str, construct: str, severity: str,
+    def add(self, node: ast.AST | int, message: str, construct: str, severity: Severity,
             status: Status | None = None, hint: str | None = None) -> None:
         line = node if isinstance(node, int) else getattr(node, "lineno", 1)
         self.findings.append(_Finding(line, message, construct, severity, status, hint))
@@ -129,16 +130,16 @@ class _Checker(_NamesMixin, _JitMixin, _KernelMixin, _LaunchMixin):
     def is_main_guard(self, test: ast.AST) -> bool:
         return (isinstance(test, ast.Compare) and isinstance(test.left, ast.Name) and test.left.id == "__name__")
 
-    def severity_for(self, ctx: str, guarded: bool, maybe_dead: bool) -> tuple[str, Status | None] | None:
+    def severity_for(self, ctx: str, guarded: bool, maybe_dead: bool) -> tuple[Severity, Status | None] | None:
         """How sure a failure of this code is, given where it sits."""
         if guarded:
             return None  # inside try/except or a hasattr() probe: the candidate handles it
         if ctx == "jit":
-            return ("warning", None) if maybe_dead else ("error", Status.compile_error)
+            return (Severity.warning, None) if maybe_dead else (Severity.error, Status.compile_error)
         if ctx == "module":
-            return ("error", Status.import_error)
+            return (Severity.error, Status.import_error)
         # Inside an ordinary function: fails only if that code runs, which we cannot know.
-        return ("warning", None)
+        return (Severity.warning, None)
 
     def walk_expr(self, e: ast.expr, ctx: str, jit: _JitInfo | None, guarded: bool, maybe_dead: bool,
                   shallow: bool = False) -> None:

@@ -8,10 +8,9 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
-from ..types import LintIssue, Status
+from ...common.vocab import Severity
+from ..results import LintIssue, Status
 
-ERROR_PREFIX = "error: "
-WARNING_PREFIX = "warning: "
 
 
 @dataclass
@@ -19,15 +18,14 @@ class _Finding:
     line: int
     message: str
     construct: str
-    severity: str  # "error" | "warning"
+    severity: Severity
     status: Status | None = None  # the fatal status an error maps to
     hint: str | None = None
     error_class: str = "LintError"
 
     def issue(self) -> LintIssue:
-        prefix = ERROR_PREFIX if self.severity == "error" else WARNING_PREFIX
         msg = self.message + (f" ({self.hint})" if self.hint else "")
-        return LintIssue(line=self.line, message=prefix + msg, construct=self.construct)
+        return LintIssue(line=self.line, message=msg, construct=self.construct, severity=self.severity)
 
 
 @dataclass

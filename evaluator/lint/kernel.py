@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import ast
 
-from ..types import Status
+from ...common.vocab import Severity
+from ..results import Status
 from .core import _dotted, _int_literal, _is_literal, _is_pow2, _JitInfo
 from .names import _TL_NAMES, _tl
 
@@ -59,7 +60,7 @@ class _KernelMixin:
     """Kernel-body checks of :class:`checker._Checker`."""
 
     # ---------------------------------------------------------------- kernel bodies
-    def check_arange(self, n: ast.Call, jit: _JitInfo, severity: str, status: Status | None) -> None:
+    def check_arange(self, n: ast.Call, jit: _JitInfo, severity: Severity, status: Status | None) -> None:
         """semantic.arange: both bounds constexpr ints, end > start, end - start a power of two."""
         args = list(n.args)
         kw = {k.arg: k.value for k in n.keywords if k.arg}
@@ -97,7 +98,7 @@ class _KernelMixin:
                 or name in _KERNEL_BUILTINS or name not in self.module_literals):
             return
         self.add(n, f"kernel {jit.node.name} reads module global {name}, which is not a tl.constexpr",
-                 "non-constexpr global", "warning" if maybe_dead else "error",
+                 "non-constexpr global", Severity.warning if maybe_dead else Severity.error,
                  None if maybe_dead else Status.compile_error,
                  f"write {name} = tl.constexpr(...) at module level, or pass it as a tl.constexpr parameter")
 
@@ -118,7 +119,7 @@ class _KernelMixin:
         Code under a compile-time `if` is compiled only when that branch is taken, so there the
         same findings are warnings.
         """
-        err = ("warning", None) if maybe_dead else ("error", Status.compile_error)
+        err = (Severity.warning, None) if maybe_dead else (Severity.error, Status.compile_error)
         if self._unsupported(s, _UNSUPPORTED_STMTS, err):
             return
         if isinstance(s, ast.With):
@@ -132,11 +133,11 @@ class _KernelMixin:
                     return
                 if not parts or parts[0] not in self.modules:
                     self.add(s, "`with` inside a @triton.jit function works only with Triton context managers",
-                             "with", "warning", None)
+                             "with", Severity.warning, None)
                     return
 
     def check_jit_expr(self, n: ast.AST, jit: _JitInfo, maybe_dead: bool) -> None:
-        err = ("warning", None) if maybe_dead else ("error", Status.compile_error)
+        err = (Severity.warning, None) if maybe_dead else (Severity.error, Status.compile_error)
         if self._unsupported(n, _UNSUPPORTED_EXPRS, err):
             return
         if isinstance(n, ast.ListComp):
@@ -160,7 +161,7 @@ class _KernelMixin:
             if isinstance(first, (ast.Constant, ast.JoinedStr)) and (
                     not isinstance(first, ast.Constant) or isinstance(first.value, str)):
                 self.add(n, "print in a kernel runs tl.device_print on every thread and slows it down",
-                         "print(", "warning", None, "remove it before timing; use tl.device_print for debugging")
+                         "print(", Severity.warning, None, "remove it before timing; use tl.device_print for debugging")
             else:
                 self.add(n, "print inside a kernel is tl.device_print, which needs a string prefix first",
                          "print(", *err, 'use tl.device_print("x", x) or tl.static_print for compile-time values')
@@ -187,4 +188,4 @@ class _KernelMixin:
                                                                          or a.id in self.module_literals))
                          for a in all_args):
                 self.add(n, f"math.{fn} works in a kernel only on compile-time constants", f"math.{fn}(",
-                         "warning", None, f"use {alt} for tensors")
+                         Severity.warning, None, f"use {alt} for tensors")

@@ -10,7 +10,8 @@ from __future__ import annotations
 import ast
 import importlib.util
 
-from ..types import Status
+from ...common.vocab import Severity
+from ..results import Status
 from .core import _JitInfo
 from .names import _spec_cache
 
@@ -37,7 +38,7 @@ class _LaunchMixin:
                     except Exception:
                         _spec_cache[root] = True  # unsure: say nothing
                 if not _spec_cache[root]:
-                    self.add(stmt, f"No module named '{root}'", f"import {root}", "error", Status.import_error,
+                    self.add(stmt, f"No module named '{root}'", f"import {root}", Severity.error, Status.import_error,
                              "use only torch, triton and the standard library")
 
     # ---------------------------------------------------------------- ModelNew
@@ -83,7 +84,7 @@ class _LaunchMixin:
             inside = sum(1 for n in ast.walk(info.node)
                          if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load))
             if loads.get(name, 0) - inside <= 0:
-                self.add(info.node, f"kernel {name} is never launched or called", "unlaunched kernel", "warning",
+                self.add(info.node, f"kernel {name} is never launched or called", "unlaunched kernel", Severity.warning,
                          None, f"launch it as {name}[grid](...) from ModelNew.forward")
 
     def check_launch(self, call: ast.Call, info: _JitInfo) -> None:
@@ -101,12 +102,12 @@ class _LaunchMixin:
         given = set(positional[:len(call.args)]) | {k.arg for k in call.keywords}
         if len(call.args) > len(positional):
             self.add(call, f"kernel {fn.name} takes {len(positional)} positional arguments but the launch passes "
-                     f"{len(call.args)}", f"{fn.name}[grid](too many arguments)", "error", Status.runtime_error)
+                     f"{len(call.args)}", f"{fn.name}[grid](too many arguments)", Severity.error, Status.runtime_error)
             return
         missing = [p for p in required if p not in given]
         if missing:
             kinds = ", ".join(f"{p}" + (" (tl.constexpr)" if p in info.constexpr_params else "") for p in missing)
             self.add(call, f"launch of kernel {fn.name} misses required argument(s): {kinds}",
                      "missing constexpr launch argument" if any(p in info.constexpr_params for p in missing)
-                     else "missing launch argument", "error", Status.runtime_error,
+                     else "missing launch argument", Severity.error, Status.runtime_error,
                      "pass every kernel parameter, e.g. " + ", ".join(f"{p}={p}" for p in missing[:3]))

@@ -16,7 +16,8 @@ import types
 from dataclasses import dataclass
 from typing import Any
 
-from ..types import Status
+from ...common.vocab import Severity
+from ..results import Status
 from .core import _dotted, _JitInfo, _stored_names
 
 # --------------------------------------------------------------------------------------------
@@ -276,7 +277,7 @@ class _NamesMixin:
                         if isinstance(base, types.ModuleType) and node.module.startswith("triton"):
                             at_top = node in self.tree.body  # executed on import, outside any try
                             self.add(node, f"cannot import name '{a.name}' from '{node.module}'",
-                                     f"from {_canon(base)} import {a.name}", "error" if at_top else "warning",
+                                     f"from {_canon(base)} import {a.name}", Severity.error if at_top else Severity.warning,
                                      Status.import_error if at_top else None, _unknown_hint(base, a.name))
                         continue
                     target = a.asname or a.name
@@ -318,7 +319,7 @@ class _NamesMixin:
         self.torch_aliases -= assigned
 
     # ---------------------------------------------------------------- name checks
-    def check_attribute(self, n: ast.Attribute, sev: tuple[str, Status | None] | None) -> None:
+    def check_attribute(self, n: ast.Attribute, sev: tuple[Severity, Status | None] | None) -> None:
         """Unknown names on an installed module alias (tl.relu, tl.math.tanh, triton.cdvi)."""
         if sev is None or n.attr.startswith("__"):
             return
@@ -348,7 +349,7 @@ class _NamesMixin:
                     return
             obj = nxt
 
-    def check_call(self, n: ast.Call, sev: tuple[str, Status | None] | None, ctx: str, jit: _JitInfo | None,
+    def check_call(self, n: ast.Call, sev: tuple[Severity, Status | None] | None, ctx: str, jit: _JitInfo | None,
                    maybe_dead: bool) -> None:
         if sev is None:
             return

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from pydantic import Field
 
-from ..types import Model
+from ..results import Model
 
 COPY_BYTES = 2 << 30  # device-to-device copy used to measure bandwidth (bytes per copy)
 PEAKS_FILE = "device_peaks.json"

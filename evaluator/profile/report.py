@@ -14,7 +14,7 @@ from pydantic import Field
 
 from .floor import floor_ms, flops_peak
 from .peaks import DevicePeaks
-from ..types import ErrorInfo, Model
+from ..results import ErrorInfo, Model
 
 MAX_KERNEL_NAME = 160
 MAX_KERNELS = 20  # rows of the breakdown kept in the report

@@ -21,8 +21,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..messages import Job, Kind
-from ..types import ErrorInfo
+from ...common.vocab import Job, Kind
+from ..results import ErrorInfo
 from .floor import task_floor
 from .peaks import PEAKS_FILE, DevicePeaks, PeaksCache, measure_peaks, peaks_key, plausible_peaks
 from .report import ProfileReport, TritonKernelInfo, build_report, kernel_breakdown, summarize_profile
@@ -38,10 +38,10 @@ def run_profile(job: dict, rep) -> None:
     """Peaks, floor, then (with a candidate, on a GPU) the candidate's profile. Reports facts only."""
     import torch
 
-    from ..types import Protocol
+    from ..results import EvalProtocol
     from ..worker import harness, jobs
 
-    protocol = Protocol.model_validate(job["protocol"])
+    protocol = EvalProtocol.model_validate(job["protocol"])
     device = jobs._device(job)
     notes: list[str] = []
 

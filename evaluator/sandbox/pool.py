@@ -25,7 +25,7 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from typing import Callable
 
-from ..messages import Op, Reply
+from ...common.vocab import Op, Reply
 from . import wire
 from .frames import FrameReader, Sink
 

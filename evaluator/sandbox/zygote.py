@@ -28,7 +28,7 @@ import sys
 import tempfile
 import time
 
-from ..messages import Job, Op, Reply
+from ...common.vocab import Job, Op, Reply
 from . import confine
 from .procs import adopt_orphans, children_of, die_with_parent, state
 

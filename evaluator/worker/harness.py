@@ -17,7 +17,7 @@ import types
 import torch
 
 from ..sandbox import wire
-from ..types import Protocol, Status
+from ..results import EvalProtocol, Status
 from . import guards
 
 CANDIDATE_FILE = "candidate.py"
@@ -60,11 +60,11 @@ class Reporter:
 
 # --- seeds -----------------------------------------------------------------------------
 
-def trial_seed(protocol: Protocol, trial: int) -> int:
+def trial_seed(protocol: EvalProtocol, trial: int) -> int:
     return protocol.seed * 7919 + 1 + trial
 
 
-def timing_seed(protocol: Protocol, variant: int) -> int:
+def timing_seed(protocol: EvalProtocol, variant: int) -> int:
     return protocol.seed * 7919 + 100_000 + variant
 
 
@@ -114,7 +114,7 @@ def make_inputs(task: types.ModuleType, seed: int, device: torch.device) -> list
     return [x.to(device) if isinstance(x, torch.Tensor) else x for x in raw]
 
 
-def build_model(cls, task: types.ModuleType, protocol: Protocol, device: torch.device):
+def build_model(cls, task: types.ModuleType, protocol: EvalProtocol, device: torch.device):
     init = list(task.get_init_inputs())
     torch.manual_seed(protocol.seed)
     model = cls(*init)

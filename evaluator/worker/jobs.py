@@ -6,8 +6,8 @@ import os
 
 import torch
 
-from ..messages import Kind
-from ..types import Protocol, Status
+from ...common.vocab import Kind
+from ..results import EvalProtocol, Status
 from . import guards, harness, timing
 from .harness import Reporter
 
@@ -43,7 +43,7 @@ def load_task_or_report(job: dict, rep: Reporter):
 
 def run_reference(job: dict, rep: Reporter) -> None:
     """Outputs of the reference for every trial, and the facts task validation needs."""
-    protocol = Protocol.model_validate(job["protocol"])
+    protocol = EvalProtocol.model_validate(job["protocol"])
     device = _device(job)
     try:
         task = harness.load_task(job["task_source"])
@@ -110,7 +110,7 @@ def device_info(device: torch.device) -> dict:
     return {"name": name, "torch": torch.__version__, "triton": triton.__version__}
 
 
-def _check_inputs(task, protocol: Protocol, device: torch.device) -> list:
+def _check_inputs(task, protocol: EvalProtocol, device: torch.device) -> list:
     i = harness.CHECK_RUN
     variant = harness.make_inputs(task, harness.timing_seed(protocol, i % harness.TIMING_VARIANTS), device)
     return shifted(variant, i)
@@ -118,7 +118,7 @@ def _check_inputs(task, protocol: Protocol, device: torch.device) -> list:
 
 def run_candidate(job: dict, rep: Reporter) -> None:
     """Load the candidate and run the correctness trials, reporting what it did."""
-    protocol = Protocol.model_validate(job["protocol"])
+    protocol = EvalProtocol.model_validate(job["protocol"])
     source = job["candidate_source"]
     device = _device(job)
     counter = guards.LaunchCounter()
@@ -175,7 +175,7 @@ def run_candidate(job: dict, rep: Reporter) -> None:
 
 def run_timing(job: dict, rep: Reporter) -> None:
     """Time a model (candidate or reference) under the protocol; report samples and last output."""
-    protocol = Protocol.model_validate(job["protocol"])
+    protocol = EvalProtocol.model_validate(job["protocol"])
     device = _device(job)
     source = job.get("candidate_source")
     flag_guard = guards.FlagGuard()
@@ -231,7 +231,7 @@ def shifted(inputs: list, i: int) -> list:
     return out
 
 
-def _time(job, rep, model, task, protocol: Protocol, device, flag_guard: guards.FlagGuard | None = None,
+def _time(job, rep, model, task, protocol: EvalProtocol, device, flag_guard: guards.FlagGuard | None = None,
           tuners: list | None = None) -> None:
     variants = [harness.make_inputs(task, harness.timing_seed(protocol, v), device)
                 for v in range(harness.TIMING_VARIANTS)]

@@ -1,4 +1,4 @@
-"""Result and configuration types of the evaluator.
+"""Result and configuration types of the evaluator (statuses are the shared vocabulary's `Status`).
 
 Everything here crosses a process or MCP boundary, so it is a pydantic model that
 serializes to plain JSON (see :func:`to_json`).
@@ -7,35 +7,12 @@ serializes to plain JSON (see :func:`to_json`).
 from __future__ import annotations
 
 import warnings
-from enum import Enum
 from typing import Literal
 
 import orjson
 from pydantic import BaseModel, ConfigDict, Field
 
-
-class Status(str, Enum):
-    """The fixed set of evaluation outcomes. Exactly one ends every evaluation."""
-
-    correct = "correct"
-    wrong_output = "wrong_output"
-    shape_mismatch = "shape_mismatch"
-    nan_output = "nan_output"
-    syntax_error = "syntax_error"
-    import_error = "import_error"
-    compile_error = "compile_error"
-    runtime_error = "runtime_error"
-    cuda_error = "cuda_error"
-    timeout = "timeout"
-    oom = "oom"
-    no_triton_kernel = "no_triton_kernel"
-    cheat_detected = "cheat_detected"
-    infra_error = "infra_error"
-
-    @property
-    def loads(self) -> bool:
-        """True when the candidate module loaded and ran (it may still be wrong)."""
-        return self in (Status.correct, Status.wrong_output, Status.shape_mismatch, Status.nan_output)
+from ..common.vocab import Severity, Status
 
 
 class Model(BaseModel):
@@ -58,7 +35,7 @@ TOLERANCE_PROFILES: dict[str, Tolerance] = {
 }
 
 
-class Protocol(Model):
+class EvalProtocol(Model):
     """How a candidate is checked and timed. Part of the result cache key."""
 
     correctness_trials: int = Field(5, ge=1, le=50)
@@ -122,6 +99,7 @@ with warnings.catch_warnings():
         line: int
         message: str
         construct: str
+        severity: Severity = Severity.error
 
 
 class EvalResult(Model):
@@ -171,7 +149,7 @@ class EvalResult(Model):
         for issue in self.lint[:5]:
             if self.error and self.error.line == issue.line and self.error.message in issue.message:
                 continue  # the error above already says it (one message per problem)
-            parts.append(f"lint line {issue.line}: {issue.message}")
+            parts.append(f"lint line {issue.line}: {issue.severity}: {issue.message}")
         if self.mismatch:
             m = self.mismatch
             parts.append(

@@ -1,0 +1,135 @@
+"""The shared vocabulary: evaluation statuses, tree actions and the message kinds between processes.
+
+A leaf module, imported by every process of adaexplore (the server, CLI commands, the trusted
+evaluator, its warm parent and the forked workers): it imports nothing of the package, nor torch,
+so any of them can import it cheaply. It lives in `adaexplore.common` because `evaluator`,
+`search` and `skills` never import each other and all of them speak these words.
+
+* `Status`: the fixed set of evaluation outcomes (and `PENDING`, a node not evaluated yet);
+* `Action`: how a node was made (the root, a large step, a small step);
+* `Kind`: the `"kind"` of each frame a worker's harness writes on its result pipe;
+* `Job`: the `"kind"` of a job request (which runner the worker starts);
+* `Op`: the `"op"` of each control request from the evaluator's pool to the warm parent;
+* `Reply`: the keys of the warm parent's replies on the control socket;
+* `Severity`: how much a static-check finding weighs.
+
+Each is a `str` enum whose members equal, hash and format as their values, so the bytes on the
+wire, the rows in the database and the strings in the tools are the same as with plain strings.
+orjson writes a member used as a value as its value, but refuses one used as a dict key: keys
+are written as `Reply.x.value`.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+
+
+class Name(str, Enum):
+    """A `str` enum that behaves as its value in comparisons, hashing, `str()` and formatting."""
+
+    __hash__ = str.__hash__
+    __format__ = str.__format__  # type: ignore[assignment]  # format as the value, not the member
+
+    def __str__(self) -> str:
+        return str.__str__(self)
+
+
+class Status(Name):
+    """The fixed set of evaluation outcomes. Exactly one ends every evaluation."""
+
+    correct = "correct"
+    wrong_output = "wrong_output"
+    shape_mismatch = "shape_mismatch"
+    nan_output = "nan_output"
+    syntax_error = "syntax_error"
+    import_error = "import_error"
+    compile_error = "compile_error"
+    runtime_error = "runtime_error"
+    cuda_error = "cuda_error"
+    timeout = "timeout"
+    oom = "oom"
+    no_triton_kernel = "no_triton_kernel"
+    cheat_detected = "cheat_detected"
+    infra_error = "infra_error"
+
+    @property
+    def loads(self) -> bool:
+        """True when the candidate module loaded and ran (it may still be wrong)."""
+        return self in (Status.correct, Status.wrong_output, Status.shape_mismatch, Status.nan_output)
+
+
+PENDING = "pending"
+"""How tools and summaries name a node whose evaluation has not ended (its stored status is NULL)."""
+
+WRONG_RESULTS = frozenset({Status.wrong_output, Status.shape_mismatch, Status.nan_output})
+"""The candidate ran to its end and its outputs are wrong."""
+
+FAILED_AFTER_LOADING = frozenset({Status.compile_error, Status.runtime_error, Status.cuda_error, Status.timeout,
+                                  Status.oom})
+"""The candidate's module loaded, then its kernel failed."""
+
+
+class Action(Name):
+    """How a node of the search tree was made."""
+
+    root = "root"  # the task's reference module
+    large = "large"  # a structural regeneration, seeing strong kernels from the whole tree
+    small = "small"  # a local refinement of the parent, seeing its branch's recent history
+
+
+class Severity(Name):
+    """How much a static-check finding weighs: an error rejects the candidate, a warning is advice."""
+
+    error = "error"
+    warning = "warning"
+
+
+class Kind(Name):
+    """Frame kinds a worker reports (harness -> trusted evaluator)."""
+
+    trial = "trial"  # one correctness trial's outputs
+    inputs = "inputs"  # the reference's inputs (degenerate-task checks)
+    repeat = "repeat"  # the reference run again on the same inputs
+    ops = "ops"  # PyTorch operations seen, launches, flags reset
+    check = "check"  # the reference's outputs on the timing inputs
+    device = "device"  # device name and library versions
+    error = "error"  # an exception, classified
+    infra = "infra"  # a failure of ours, not the candidate's
+    violation = "violation"  # the candidate broke a rule while running
+    done = "done"  # the job ran to its end (always last)
+    timing = "timing"  # timing samples and the check run's outputs
+    checked = "checked"  # the compiled reference's outputs (no timing)
+    peaks = "peaks"  # device peaks (profile job)
+    floor = "floor"  # the task's floor (profile job)
+    notes = "notes"  # profile notes
+    kernels = "kernels"  # per-kernel profiler rows (profile job)
+    triton = "triton"  # Triton launch metadata (profile job)
+
+
+class Job(Name):
+    """Job kinds (trusted evaluator -> worker, inside a run request)."""
+
+    reference = "reference"
+    candidate = "candidate"
+    timing = "timing"
+    profile = "profile"
+
+
+class Op(Name):
+    """Control requests (pool -> warm parent)."""
+
+    run = "run"  # fork a worker for a job; its result pipe travels with the request
+    go = "go"  # open a gated job's timing gate
+    pause = "pause"  # stop every job's processes but one
+    resume = "resume"  # let paused jobs run on
+    kill = "kill"  # kill a job's process group
+    exit = "exit"  # shut the warm parent down
+
+
+class Reply(Name):
+    """Keys (and the gate's value) of the warm parent's replies (warm parent -> pool)."""
+
+    ready = "ready"  # the warm parent is up; also the value of `gate` when a job waits at its gate
+    paused = "paused"  # a pause took effect (its value is the request's token)
+    finished = "finished"  # a job's process ended (with how)
+    gate = "gate"  # a gated job is ready to measure
