@@ -13,9 +13,9 @@ import sys
 import time
 from pathlib import Path
 
+from adaexplore.evaluator.results import to_json
 from adaexplore.evaluator.service import Evaluator
 from adaexplore.evaluator.task import load_task_file
-from adaexplore.evaluator.results import to_json
 
 ROOT = Path(__file__).resolve().parent.parent / "examples"
 

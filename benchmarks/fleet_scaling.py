@@ -208,8 +208,8 @@ def main() -> int:
     mix.ensure_importable()
     import torch
 
-    from adaexplore.evaluator.task import load_task_file
     from adaexplore.evaluator.results import EvalProtocol
+    from adaexplore.evaluator.task import load_task_file
 
     pairs = [p for p in mix.PAIRS if not args.only or p[1] in set(args.only.split(","))]
     counts = sorted({int(g) for g in args.gpus.split(",")})

@@ -37,8 +37,8 @@ def do_bench_child(args) -> int:
 
     import torch
 
-    from adaexplore.evaluator.worker import harness
     from adaexplore.evaluator.task import load_task_file
+    from adaexplore.evaluator.worker import harness
 
     result: dict = {}
     try:
@@ -98,9 +98,9 @@ def main() -> int:
 
     import torch
 
+    from adaexplore.evaluator.results import EvalProtocol
     from adaexplore.evaluator.service import Evaluator
     from adaexplore.evaluator.task import load_task_file
-    from adaexplore.evaluator.results import EvalProtocol
 
     kernels = args.kernels.split(",") if args.kernels else (QUICK if args.quick else FULL)
     task_of = {k: t for t, k, _ in mix.PAIRS}

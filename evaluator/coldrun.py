@@ -19,16 +19,16 @@ import time
 
 import torch
 
-from . import lint
 from ..common.vocab import Job, Kind
+from . import lint
 from .reference import Reference
+from .results import ErrorInfo, EvalProtocol, EvalResult, Status, to_json
 from .sandbox.pool import WorkerResult
 from .service import NO_GPU_NOTE
 from .stats import summarize
 from .task import Task, load_task_file, source_hash
 from .verdict import correctness_verdict, expect, timing_method, timing_verdict
 from .worker import jobs
-from .results import ErrorInfo, EvalResult, EvalProtocol, Status, to_json
 
 
 class Collector:
@@ -77,7 +77,7 @@ def evaluate_cold(task: Task, source: str, protocol: EvalProtocol | None = None,
         tres = _in_process(jobs.run_timing, {**base, "kind": Job.timing}, t0)
         msg, ref.error = expect(tres, Kind.timing, "reference timing")
         if ref.error is None:
-            ref.timing = summarize(msg[0]["event_ms"], protocol.trim_fraction, method=timing_method(msg[0]))
+            ref.timing = summarize(msg[0]["event_ms"], protocol.trim_fraction, method=timing_method(msg[0]))  # type: ignore[index]  # expect() gives the frames whenever it gives no error
     if ref.error is not None:
         return done(EvalResult(status=Status.infra_error, error=ErrorInfo(
             error_class="ReferenceError", message="the task's reference failed: " + ref.error.message)))

@@ -38,12 +38,13 @@ class DeviceMemory:
     @contextmanager
     def reserve(self, nbytes: int) -> Iterator[None]:
         """Hold `nbytes` of the device for the duration (at most the whole device)."""
-        if self.capacity is None or nbytes <= 0:
+        capacity = self.capacity
+        if capacity is None or nbytes <= 0:
             yield
             return
-        nbytes = min(nbytes, self.capacity)
+        nbytes = min(nbytes, capacity)
         with self._cond:
-            self._cond.wait_for(lambda: self.reserved + nbytes <= self.capacity)
+            self._cond.wait_for(lambda: self.reserved + nbytes <= capacity)
             self.reserved += nbytes
         try:
             yield

@@ -15,8 +15,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Protocol, Sequence
 
+from .results import EvalProtocol, EvalResult, TaskValidation
 from .task import Task
-from .results import EvalResult, EvalProtocol, TaskValidation
 
 
 class Member(Protocol):

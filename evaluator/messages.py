@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from typing import Any, TypedDict
 
-
 # --- frame heads (JSON headers; tensors travel as blobs beside them) ---------------------------
 
 class FrameHead(TypedDict, total=False):

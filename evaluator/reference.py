@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 import torch
 
 from ..common.vocab import Kind
-from .sandbox.pool import WorkerResult
 from .results import ErrorInfo, TimingStats
+from .sandbox.pool import WorkerResult
 from .verdict import worker_failure
 
 

@@ -98,7 +98,7 @@ with warnings.catch_warnings():
 
         line: int
         message: str
-        construct: str
+        construct: str  # type: ignore[assignment]  # shadows the deprecated BaseModel.construct
         severity: Severity = Severity.error
 
 

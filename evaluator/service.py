@@ -17,21 +17,20 @@ from pathlib import Path
 
 import torch
 
+from ..common.vocab import Job, Kind
 from . import lint
 from .baselines import BASELINES, BaselineKey, Baselines, BaselineStore
-from ..common.vocab import Job, Kind
 from .device_memory import DeviceMemory
 from .judge.client import JudgeClient, JudgeError
 from .reference import Reference
-from .sandbox.frames import Discard
+from .results import ErrorInfo, EvalProtocol, EvalResult, Status, TaskFlag, TaskValidation, TimingStats
 from .sandbox import confine
+from .sandbox.frames import Discard
 from .sandbox.gpu_lock import GpuLock, default_lock_dir, physical_gpu_id
 from .sandbox.pool import WorkerPool, WorkerResult
 from .stats import contended, summarize
 from .task import Task, source_hash
-from .results import ErrorInfo, EvalResult, EvalProtocol, Status, TaskFlag, TaskValidation, TimingStats
-from .verdict import (REFERENCE_LOST, correctness_verdict, expect, judged, timing_method, timing_numbers,
-                      timing_verdict)
+from .verdict import REFERENCE_LOST, correctness_verdict, expect, judged, timing_method, timing_numbers, timing_verdict
 
 log = logging.getLogger("adaexplore.evaluator")
 
@@ -76,8 +75,6 @@ class Evaluator:
         self.job_device = "cuda:0" if self.visible_devices else self.device
         # Timing on the CPU (host clocks) only exercises the timing path; it is off by default.
         self.timed = self.is_gpu or cpu_timing
-        if not baselines and os.environ.get("ADAEXPLORE_BASELINES"):
-            baselines = tuple(b.strip() for b in os.environ["ADAEXPLORE_BASELINES"].split(",") if b.strip())
         self.baselines = tuple(baselines) if baselines else (("eager", "compile") if self.is_gpu else ("eager",))
         unknown = [b for b in self.baselines if b not in BASELINES]
         if unknown or "eager" not in self.baselines:
@@ -262,7 +259,7 @@ class Evaluator:
                 res = self.pool.wait(submitted)
         self._trace(job, queued_s=t1 - t0, setup_s=t2 - t1, gpu_wait_s=t3 - t2, measure_s=time.monotonic() - t3,
                     paused=float(pause))
-        return res
+        return res  # type: ignore[return-value]  # a wait without `until` always returns the result
 
     # --- reference --------------------------------------------------------------------
     def judge_key(self, task: Task, protocol: EvalProtocol) -> str:
@@ -361,7 +358,7 @@ class Evaluator:
             msg, ref.error = expect(tres, Kind.timing, "reference timing")
             if ref.error is not None:
                 return
-            got.eager = summarize(msg[0]["event_ms"], protocol.trim_fraction, method=timing_method(msg[0]))
+            got.eager = summarize(msg[0]["event_ms"], protocol.trim_fraction, method=timing_method(msg[0]))  # type: ignore[index]  # expect() gives the frames whenever it gives no error
             got.measured = tuple(sorted(set(got.measured) | {"eager"}))
             changed = True
         if "compile" in self.baselines and not got.has(["compile"]):
@@ -393,7 +390,7 @@ class Evaluator:
         if err is not None:
             return None, f"torch.compile failed: {err.error_class}: {err.message[:300]}", err.error_class in (
                 "InfraError",)
-        verdict = judged(msg[1], ref.check_outputs or None, protocol.tolerance, trial=-1)
+        verdict = judged(msg[1], ref.check_outputs or None, protocol.tolerance, trial=-1)  # type: ignore[index]  # expect() gives the frames whenever it gives no error
         if isinstance(verdict, ErrorInfo):
             return None, f"torch.compile output could not be checked: {verdict.message}", True
         if verdict.status is not Status.correct:
@@ -403,7 +400,7 @@ class Evaluator:
         if err is not None:
             return None, f"torch.compile timing failed: {err.error_class}: {err.message[:300]}", err.error_class in (
                 "InfraError",)
-        return summarize(msg[0]["event_ms"], protocol.trim_fraction, method=timing_method(msg[0])), None, False
+        return summarize(msg[0]["event_ms"], protocol.trim_fraction, method=timing_method(msg[0])), None, False  # type: ignore[index]  # expect() gives the frames whenever it gives no error
 
     # --- profiling --------------------------------------------------------------------
     def profile(self, task: Task, source: str | None, protocol: EvalProtocol | None = None):
@@ -468,7 +465,7 @@ class Evaluator:
     @staticmethod
     def _reference_failed(ref: Reference) -> EvalResult:
         return EvalResult(status=Status.infra_error, error=ErrorInfo(
-            error_class="ReferenceError", message="the task's reference failed: " + ref.error.message))
+            error_class="ReferenceError", message="the task's reference failed: " + ref.error.message))  # type: ignore[union-attr]  # only called when the reference has an error
 
     def cached(self, task: Task, source: str, protocol: EvalProtocol | None = None) -> EvalResult | None:
         """The stored result of an identical earlier submission, if any."""

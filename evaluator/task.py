@@ -9,7 +9,7 @@ from pathlib import Path
 
 from pydantic import Field
 
-from .results import Model, EvalProtocol
+from .results import EvalProtocol, Model
 
 REQUIRED_NAMES = ("Model", "get_inputs", "get_init_inputs")
 MAX_SOURCE_BYTES = 512 * 1024

@@ -14,11 +14,11 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from .compare import Verdict, compare_outputs, zeros_pass
 from ..common.vocab import Kind
+from .compare import Verdict, compare_outputs, zeros_pass
+from .results import ErrorInfo, EvalProtocol, EvalResult, Mismatch, Status, TaskFlag, Tolerance
 from .sandbox.pool import WorkerResult
 from .stats import summarize
-from .results import ErrorInfo, EvalResult, Mismatch, EvalProtocol, Status, TaskFlag, Tolerance
 
 if TYPE_CHECKING:
     from .reference import Reference

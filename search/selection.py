@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 import random
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from ..common.vocab import Action
 from .params import SearchParams
@@ -66,7 +66,8 @@ def select(index: TreeIndex, params: SearchParams, rng: random.Random) -> Select
     q_at, open_at = index.q_at, index.open_at
     s = 0
     path = [0]
-    last = None  # the latest decision, explained once at the end
+    # the latest decision (node, visits, widening score, children's scores, choice), explained once at the end
+    last: tuple[int, int, float, list[tuple[float, int, float, int]], int | str] | None = None
     widened = False
     while first[s] >= 0:
         n_s = n[s]
@@ -109,13 +110,14 @@ def select(index: TreeIndex, params: SearchParams, rng: random.Random) -> Select
     return Selection(node_id=ids[s], widened=widened, path=[ids[i] for i in path], scores=scores)
 
 
-def _explain(ids, s, n_s, wscore, table, decision) -> dict[str, Any]:
+def _explain(ids: list[str], s: int, n_s: int, wscore: float, table: list[tuple[float, int, float, int]],
+             decision: int | str) -> dict[str, Any]:
     table.sort(key=lambda t: -t[0])
     return {
         "at": ids[s],
         "n": n_s,
         "widen": wscore,
-        "decision": decision if decision == "widen" else ids[decision],
+        "decision": decision if isinstance(decision, str) else ids[decision],
         "children": {ids[a]: {"uct": u, "q": q, "n": na} for u, a, q, na in table[:_MAX_EXPLAINED_CHILDREN]},
         "children_total": len(table),
     }

@@ -29,11 +29,10 @@ unbounded.
 from __future__ import annotations
 
 import copy
-
 import math
+from dataclasses import dataclass
 from itertools import compress, islice, repeat
 from operator import eq, ge
-from dataclasses import dataclass
 from typing import Iterator, Sequence
 
 from ..common.vocab import Action, Status
@@ -87,6 +86,25 @@ class TreeIndex:
         "first", "nxt", "n", "w", "mx", "pending_on", "pending_small_on", "live_pending",
         "n_visible", "_segments",
     )
+    params: SearchParams
+    now: float
+    rows: Sequence[NodeView]
+    ids: list[str]
+    pos: dict[str, int]
+    alias: dict[str, int]  # id of an infra_error node -> index of its nearest visible ancestor
+    parent: list[int]
+    status: list[str | None]
+    reward: list[float]
+    first: list[int]  # first child of each index, -1 for none
+    nxt: list[int]  # next sibling of each index, -1 for none
+    n: list[int]  # visits, virtual loss included
+    w: list[float]  # summed reward of the subtree
+    mx: list[float] | None  # best reward in the subtree (only when Q blends in the max)
+    pending_on: dict[int, int]
+    pending_small_on: dict[int, int]
+    live_pending: int
+    n_visible: int
+    _segments: list[tuple[list[int], dict[int, int]] | None]
 
     @classmethod
     def build(
@@ -169,11 +187,12 @@ class TreeIndex:
         for pv in pending:
             if pv.created_at <= deadline:  # created_at + ttl <= now: expired
                 continue
-            i = pos.get(pv.node_id)
-            if i is None:
-                i = alias.get(pv.node_id)
-                if i is None:
+            found = pos.get(pv.node_id)
+            if found is None:
+                found = alias.get(pv.node_id)
+                if found is None:
                     continue  # node gone: nothing to hold back
+            i = found
             pending_on[i] = pending_on.get(i, 0) + 1
             if pv.action == Action.small:
                 pending_small_on[i] = pending_small_on.get(i, 0) + 1
@@ -234,11 +253,12 @@ class TreeIndex:
         for pv in pending:
             if pv.created_at <= deadline:
                 continue
-            i = self.pos.get(pv.node_id)
-            if i is None:
-                i = self.alias.get(pv.node_id)
-                if i is None:
+            found = self.pos.get(pv.node_id)
+            if found is None:
+                found = self.alias.get(pv.node_id)
+                if found is None:
                     continue
+            i = found
             pending_on[i] = pending_on.get(i, 0) + 1
             if pv.action == Action.small:
                 pending_small_on[i] = pending_small_on.get(i, 0) + 1
@@ -340,6 +360,7 @@ class TreeIndex:
                     best_key[h] = k
                     best[h] = i
             self._segments[0] = (seg, best)
+            return seg, best
         return self._segments[0]
 
     def index_of(self, node_id: str) -> int:
@@ -403,15 +424,15 @@ class TreeIndex:
         return self.pending_on.get(self.index_of(node_id), 0)
 
 
-def _where(values: list, target: object) -> Iterator[int]:
+def _where(values: list[str | None], target: object) -> Iterator[int]:
     """Indices i >= 1 (the root excluded) with values[i] == target, scanned at C speed."""
     return compress(range(1, len(values)), map(eq, islice(values, 1, None), repeat(target)))
 
 
-def _parent_indices(pos: dict[str, int], pids: list) -> list[int]:
+def _parent_indices(pos: dict[str, int], pids: list[str | None]) -> list[int]:
     """Parent index of every non-root row (pids[0] is the root's None)."""
     try:
-        return list(map(pos.__getitem__, pids[1:]))
+        return list(map(pos.__getitem__, pids[1:]))  # type: ignore[arg-type]  # a None parent: KeyError below
     except KeyError as e:
         if e.args[0] is None:
             raise ValueError("a tree needs exactly one root (parent_id None), got several") from None

@@ -42,10 +42,13 @@ class HttpSettings:
 
 def build_server(config: ServerConfig, *, evaluator: Any = None, http: HttpSettings | None = None,
                  service: Service | None = None) -> tuple[MCPServer, Service]:
+    """The MCP server over a service built from `config` (or the one given). Over HTTP every call needs a
+    token; the service then runs with a copy of `config` that says so (the given one is left as it is)."""
+    if http is not None:
+        config = config.model_copy(update={"auth_required": True})
     svc = service or Service(config, evaluator=evaluator)
     kwargs: dict[str, Any] = {}
     if http is not None:
-        config.auth_required = True
         kwargs["token_verifier"] = StoreTokenVerifier(svc.store)
         kwargs["auth"] = AuthSettings(issuer_url=f"http://{_url_host(http.host)}:{http.port}",
                                       resource_server_url=None, required_scopes=["read"])
@@ -60,8 +63,8 @@ def build_server(config: ServerConfig, *, evaluator: Any = None, http: HttpSetti
         instructions += f" Kernel and task code run sandboxed at level '{config.sandbox[0]}': {config.sandbox[1]}."
     mcp = MCPServer("adaexplore", title="adaexplore", version=ver, instructions=instructions,
                     log_level="WARNING", **kwargs)
-    register_tools(mcp, svc)
-    register_resources(mcp, svc)
+    register_tools(mcp, svc, config)
+    register_resources(mcp, svc, config)
     register_prompts(mcp)
     _time_tools(mcp, svc.metrics)
     return mcp, svc

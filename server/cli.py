@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import getpass
 import json
 import logging
 import os
@@ -11,32 +12,41 @@ from pathlib import Path
 
 from ..evaluator.sandbox import confine
 from .config import ServerConfig
-from .store import default_data_dir
+from .errors import ServiceError
 
 
-def _config(args: argparse.Namespace) -> ServerConfig:
-    data_dir = Path(args.data_dir).expanduser() if getattr(args, "data_dir", None) else default_data_dir()
-    cfg = ServerConfig(data_dir=data_dir)
-    for attr, name in (("task_root", "task_roots"),):
-        if getattr(args, attr, None):
-            setattr(cfg, name, [Path(p).expanduser() for p in getattr(args, attr)])
+def _login() -> str:
+    """The login name of whoever runs the command (who a memory change is recorded as by default)."""
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return "local"
+
+
+def _config(args: argparse.Namespace, **extra: object) -> ServerConfig:
+    """The settings of this command: the environment's, overridden by the flags given (and by `extra`)."""
+    given: dict[str, object] = {}
+    if getattr(args, "data_dir", None):
+        given["data_dir"] = Path(args.data_dir).expanduser()
+    if getattr(args, "task_root", None):
+        given["task_roots"] = tuple(Path(p).expanduser() for p in args.task_root)
     if getattr(args, "wait_limit", None) is not None:
-        cfg.wait_limit_s = args.wait_limit
+        given["wait_limit_s"] = args.wait_limit
     if getattr(args, "device", None):
-        cfg.device = args.device
+        given["device"] = args.device
     if getattr(args, "max_parallel", None):
-        cfg.max_parallel = args.max_parallel
+        given["max_parallel"] = args.max_parallel
     if getattr(args, "lease", None) is not None:
         if args.lease < 1:
             raise SystemExit("error: --lease must be at least 1 second")
-        cfg.lease_s = args.lease
+        given["lease_s"] = args.lease
     if getattr(args, "shutdown_grace", None) is not None:
-        cfg.shutdown_grace_s = max(0.0, args.shutdown_grace)
+        given["shutdown_grace_s"] = max(0.0, args.shutdown_grace)
     if getattr(args, "memory_threshold", None) is not None:
         if args.memory_threshold < 1:
             raise SystemExit("error: --memory-threshold must be at least 1")
-        cfg.memory_threshold = args.memory_threshold
-    return cfg
+        given["memory_threshold"] = args.memory_threshold
+    return ServerConfig(**given, **extra)  # type: ignore[arg-type]  # checked by the model
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -46,11 +56,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
     os.umask(0o077)  # whatever this process or the evaluator creates is the owner's alone
     sys.setswitchinterval(0.001)  # threads answering tools get the interpreter back quickly from busy ones
     quiet_stdout_logging(logging.DEBUG if args.verbose else logging.WARNING)
-    cfg = _config(args)
-    secure_tree(Path(cfg.data_dir))
-    cfg.sandbox = confine.probe()
-    if cfg.sandbox[0] != confine.LEVEL_FULL:
-        print(f"adaexplore: warning: weaker sandbox: {cfg.sandbox[1]}", file=sys.stderr, flush=True)
+    level, meaning = confine.probe()
+    cfg = _config(args, sandbox=(level, meaning))
+    secure_tree(cfg.data_dir)
+    if level != confine.LEVEL_FULL:
+        print(f"adaexplore: warning: weaker sandbox: {meaning}", file=sys.stderr, flush=True)
     if not args.http:
         from .serving import serve_stdio
 
@@ -63,8 +73,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         print(f"refusing to listen on {args.host}: the server is loopback-only unless --allow-remote is given",
               file=sys.stderr)
         return 2
-    if args.allow_remote and cfg.sandbox[0] != confine.LEVEL_FULL and not args.accept_weak_sandbox:
-        print(f"refusing --allow-remote: {cfg.sandbox[1]}. Remote callers' kernels would run with that weaker "
+    if args.allow_remote and level != confine.LEVEL_FULL and not args.accept_weak_sandbox:
+        print(f"refusing --allow-remote: {meaning}. Remote callers' kernels would run with that weaker "
               "sandbox; pass --accept-weak-sandbox to accept it", file=sys.stderr)
         return 2
     from .serving import serve_http
@@ -80,9 +90,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
+    from ..evaluator.results import to_json
     from ..evaluator.service import Evaluator
     from ..evaluator.task import TaskError, load_task_file
-    from ..evaluator.results import to_json
 
     try:
         task = load_task_file(args.task)
@@ -115,7 +125,7 @@ def cmd_token(args: argparse.Namespace) -> int:
         print(f"token '{args.name}' issued; it is shown only this once", file=sys.stderr)
     elif args.token_cmd == "list":
         for t in store.list_tokens():
-            print(f"{t['name']}\t{','.join(t['scopes'])}\t{'revoked' if t['revoked'] else 'active'}")
+            print(f"{t.name}\t{','.join(t.scopes)}\t{'revoked' if t.revoked else 'active'}")
     elif args.token_cmd == "revoke":
         if not store.revoke_token(args.name):
             print(f"error: no active token named {args.name!r}", file=sys.stderr)
@@ -138,16 +148,14 @@ def cmd_tasks(args: argparse.Namespace) -> int:
     svc = Service(_config(args))
     failures = 0
     try:
-        from mcp.server.mcpserver.exceptions import ToolError
-
         for task in tasks:
             try:
-                r = svc.register_task(source=task.source, path=None, name=task.name, search=None, protocol=None,
+                r = svc.tasks.register_task(source=task.source, path=None, name=task.name, search=None, protocol=None,
                                       caller="local")
                 note = "exists" if r.existing else "added"
                 flags = f" flags: {','.join(f.code for f in r.flags)}" if r.flags else ""
                 print(f"{r.task_id}\t{task.name}\t{note}{flags}")
-            except ToolError as exc:
+            except ServiceError as exc:
                 failures += 1
                 print(f"-\t{task.name}\trejected: {exc}")
     finally:
@@ -270,7 +278,7 @@ def build_parser() -> argparse.ArgumentParser:
     mr = msub.add_parser("retire")
     mr.add_argument("rule_id")
     for sp in (mi, mr):
-        sp.add_argument("--who", default=os.environ.get("USER", "local"))
+        sp.add_argument("--who", default=_login())
     for sp in msub.choices.values():
         data_dir(sp)
     for sp in (ml, ms):

@@ -9,9 +9,11 @@ import tempfile
 import time
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 import anyio
 from mcp import Client, StdioServerParameters
+from mcp_types import TextContent
 
 RULES = {
     "compile_error": "Declare every size used by tl.arange as a tl.constexpr parameter; do not pass it as a "
@@ -57,7 +59,7 @@ async def _demo(data_dir: Path) -> int:
         reg = await client.call_tool("register_task", {"source": (ex / "tasks" / "softmax.py").read_text(),
                                                        "name": "softmax"})
         if reg.is_error:
-            _say(f"register_task failed: {reg.content[0].text}")
+            _say(f"register_task failed: {_text(reg)}")
             return 1
         task = reg.structured_content
         tid = task["task_id"]
@@ -73,7 +75,7 @@ async def _demo(data_dir: Path) -> int:
             res = await client.call_tool("evaluate_kernel", {"task_id": tid, "source": path.read_text(),
                                                              "expansion_id": exp["expansion_id"]})
             if res.is_error:
-                _say(f"  {path.name}: tool error: {res.content[0].text}")
+                _say(f"  {path.name}: tool error: {_text(res)}")
                 continue
             r = res.structured_content
             sp = f" speedup {r['speedup']:.2f}x" if r["speedup"] else ""
@@ -117,3 +119,8 @@ def run_demo(keep: bool = False, data_dir: str | None = None) -> int:
             shutil.rmtree(tmp, ignore_errors=True)
         elif keep:
             print(f"state kept in {tmp}", file=sys.stderr)
+
+
+def _text(result: Any) -> str:
+    """The text of a tool error (its first text block)."""
+    return next((c.text for c in result.content if isinstance(c, TextContent)), "")

@@ -14,7 +14,6 @@ from typing import Any
 from . import texts
 from .config import ServerConfig
 
-
 EVALUATION_NICENESS = 5
 
 
@@ -55,7 +54,8 @@ class EvaluatorHolder:
                         try:
                             made.append(EvaluatorFleet(devices=devices, work_dir=self.config.work_dir,
                                                        max_parallel=self.config.max_parallel,
-                                                       hidden_paths=[self.config.data_dir]))
+                                                       hidden_paths=[self.config.data_dir],
+                                                       baselines=self.config.baselines))
                         except BaseException as exc:
                             made.append(exc)
 

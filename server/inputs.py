@@ -14,10 +14,11 @@ import os
 import re
 import site
 import sys
+from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
 
-from mcp.server.mcpserver.exceptions import ToolError
+from .errors import InvalidRequest, NotFound
 
 TOO_DEEP = ("{what} nests too deeply for Python's parser (a very long chained expression, or deeply nested "
             "lambdas, calls or brackets); split it into several statements of moderate size and send it again")
@@ -25,30 +26,30 @@ NUL = "{what} contains a NUL byte (\\x00); remove it and send it again"
 
 
 def check_parsable(source: str, what: str) -> None:
-    """ToolError if Python cannot even build a syntax tree of `source` for reasons other than a syntax error."""
+    """InvalidRequest if Python cannot even build a syntax tree of `source` for reasons other than a syntax error."""
     if "\x00" in source:
-        raise ToolError(NUL.format(what=what))
+        raise InvalidRequest(NUL.format(what=what))
     try:
         ast.parse(source)
     except SyntaxError:
         return  # reported with its line by the checks that follow
     except (RecursionError, MemoryError):
-        raise ToolError(TOO_DEEP.format(what=what)) from None
+        raise InvalidRequest(TOO_DEEP.format(what=what)) from None
     except ValueError:
-        raise ToolError(NUL.format(what=what)) from None
+        raise InvalidRequest(NUL.format(what=what)) from None
 
 
-def missing_task_file(path: str) -> ToolError:
-    return ToolError(f"no readable task file {path!r} inside this server's task roots; give a path relative to a "
+def missing_task_file(path: str) -> NotFound:
+    return NotFound(f"no readable task file {path!r} inside this server's task roots; give a path relative to a "
                      "task root (e.g. 'level1/19_ReLU.py'), or send the module's source text instead")
 
 
-def resolve_task_path(path: str, roots: list[Path]) -> Path:
+def resolve_task_path(path: str, roots: Sequence[Path]) -> Path:
     """The task file `path` names (relative paths against each root in turn), confined to the roots."""
     if "\x00" in path:
-        raise ToolError(NUL.format(what="the path"))
+        raise InvalidRequest(NUL.format(what="the path"))
     if not path.strip():
-        raise ToolError("the path is empty; give a path relative to a task root, or the source text")
+        raise InvalidRequest("the path is empty; give a path relative to a task root, or the source text")
     real_roots = [Path(r).resolve() for r in roots]
     p = Path(path)
     for candidate in ([p] if p.is_absolute() else [r / p for r in real_roots]):

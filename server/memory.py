@@ -12,12 +12,11 @@ import logging
 import sqlite3
 import threading
 import time
-from contextlib import AbstractContextManager, nullcontext
-from pathlib import Path
+from contextlib import nullcontext
 from typing import Any
 
-from mcp.server.mcpserver.exceptions import ToolError
-
+from ..common.db import Database
+from .errors import InvalidRequest, NotFound, Unavailable
 from .models import (
     CloseRuleInfo,
     GroupMemberInfo,
@@ -41,12 +40,15 @@ RENDER_TTL_S = 2.0
 
 
 class MemoryAdapter:
-    def __init__(self, db_path: Path, threshold: int = 3, write_wait_s: float = 10.0,
-                 write_turn: AbstractContextManager | None = None):
-        self.db_path = db_path
-        # Writes take the tree store's write turn, so tool calls that write to the tree queue behind
-        # them in this process rather than in SQLite's busy handler.
-        self._turn = write_turn if write_turn is not None else nullcontext()
+    """The server's view of the skill memory: opened lazily over the tree store's database, answers in
+    the tools' models, raises domain errors."""
+
+    def __init__(self, db: Database, threshold: int = 3, write_wait_s: float = 10.0):
+        self.db = db
+        self.db_path = db.path
+        # Writes hold the database's write turn for the whole operation, so tool calls that write to the
+        # tree queue behind them in this process rather than in SQLite's busy handler.
+        self._turn = db.write_turn
         self._rendered: dict[tuple[int, int], tuple[float, str]] = {}
         self.threshold = int(threshold)
         self.write_wait_s = float(write_wait_s)
@@ -63,7 +65,7 @@ class MemoryAdapter:
                     try:
                         from ..skills.store import MemoryStore
 
-                        self._store = MemoryStore(self.db_path, threshold=self.threshold,
+                        self._store = MemoryStore(self.db, threshold=self.threshold,
                                                   write_wait_s=self.write_wait_s)
                     except Exception:
                         if time.monotonic() - self._last_error > 60:
@@ -127,12 +129,12 @@ class MemoryAdapter:
 
     def _need(self) -> Any:
         if self.store is None:
-            raise ToolError("the skill memory cannot be opened right now; nothing was changed, try again later")
+            raise Unavailable("the skill memory cannot be opened right now; nothing was changed, try again later")
         return self.store
 
     def _call(self, what: str, fn: Any, *args: Any, write: bool = True, **kwargs: Any) -> Any:
         """Run one store operation (a write takes the write turn); a busy memory or an unknown id
-        becomes a clear tool error."""
+        becomes a clear domain error."""
         from ..skills.merging import UnknownMergeError
         from ..skills.models import MemoryBusyError
         from ..skills.store import UnknownRuleError
@@ -141,15 +143,15 @@ class MemoryAdapter:
             with self._turn if write else nullcontext():
                 return fn(*args, **kwargs)
         except MemoryBusyError as exc:
-            raise ToolError(f"{what} failed: {exc}") from None
+            raise Unavailable(f"{what} failed: {exc}") from None
         except UnknownRuleError as exc:
-            raise ToolError(f"unknown rule_id {exc.args[0]!r}; rule ids look like 'r-0123456789' "
+            raise NotFound(f"unknown rule_id {exc.args[0]!r}; rule ids look like 'r-0123456789' "
                             "(see get_skill_memory or list_rule_groups)") from None
         except UnknownMergeError as exc:
-            raise ToolError(f"unknown merge_id {exc.args[0]!r}, or that merge was already undone; merge ids "
+            raise NotFound(f"unknown merge_id {exc.args[0]!r}, or that merge was already undone; merge ids "
                             "look like 'm-0123456789' (merge_rules and record_failure return them)") from None
         except ValueError as exc:
-            raise ToolError(f"{what} failed: {exc}") from None
+            raise InvalidRequest(f"{what} failed: {exc}") from None
 
     @staticmethod
     def _detail(r: Any) -> RuleDetail:
@@ -196,12 +198,12 @@ class MemoryAdapter:
         try:
             s = store.import_(document, who=who)
         except MemoryBusyError as exc:
-            raise ToolError(f"import stopped: {exc}; importing the same document again completes it") from None
+            raise Unavailable(f"import stopped: {exc}; importing the same document again completes it") from None
         except ValueError as exc:
-            raise ToolError(f"nothing imported: {exc}; pass the 'document' returned by export_memory "
+            raise InvalidRequest(f"nothing imported: {exc}; pass the 'document' returned by export_memory "
                             "(or the file written by `adaexplore memory export`)") from None
         except (KeyError, TypeError, AttributeError, sqlite3.Error) as exc:
-            raise ToolError(f"nothing imported: the document is malformed ({type(exc).__name__}: {exc}); "
+            raise InvalidRequest(f"nothing imported: the document is malformed ({type(exc).__name__}: {exc}); "
                             "pass an unmodified export") from None
         return ImportMemoryResult(rules_added=s.rules_added, rules_merged=s.rules_merged,
                                   evidence_added=s.evidence_added, experiences_added=s.experiences_added,

@@ -1,27 +1,31 @@
-"""The skill-memory tools: reading the memory, briefs for synthesizing new tasks, recording failure rules.
+"""The skill memory joined with the tree: reading it for a task, briefs for new tasks, recording failure rules.
 
-Mixed into Service; the memory itself lives in MemoryAdapter.
+Runs in the server process. The memory itself is reached through MemoryAdapter; the tasks and nodes a
+call names are read through the tree service. Raises the core's domain errors.
 """
 
 from __future__ import annotations
 
 import random
 
-from mcp.server.mcpserver.exceptions import ToolError
-
+from .errors import InvalidRequest, NotFound
 from .memory import MemoryAdapter
 from .models import OperatorInfo, RecordFailureResult, RuleGroupsResult, SkillMemoryResult, SynthesisResult
-from .service_tree import TreeOps
+from .service_tree import TreeService
+from .store import Store
 
 
-class MemoryOps(TreeOps):
+class SkillService:
     """Skill memory, task synthesis and failure rules."""
 
-    memory: MemoryAdapter
+    def __init__(self, store: Store, tree: TreeService, memory: MemoryAdapter):
+        self.store = store
+        self.tree = tree
+        self.memory = memory
 
     def skill_memory(self, task_id: str | None, token_budget: int, include_candidates: bool,
                      include_signatures: bool = False) -> SkillMemoryResult:
-        source = self._task(task_id)["source"] if task_id is not None else None
+        source = self.tree.task(task_id).source if task_id is not None else None
         return self.memory.view(source, token_budget, include_candidates, include_signatures)
 
     def synthesize(self, n_seeds: int, n_ops: int, seed: int | None) -> SynthesisResult:
@@ -33,9 +37,9 @@ class MemoryOps(TreeOps):
         picked = rng.sample(tasks, k=min(n_seeds, len(tasks)))
         seeds = []
         for t in picked:
-            row = self.store.get_task(t["id"])
+            row = self.store.get_task(t.id)
             if row is not None:
-                seeds.append((t["id"], row["name"], row["source"]))
+                seeds.append((t.id, row.name, row.source))
         brief = synthesis_brief([(name, src) for _, name, src in seeds], rng=rng, n_ops=n_ops)
         seed_text = "\n\n".join(f"# seed task {name} ({tid}): read it with the resource "
                                   f"adaexplore://tasks/{tid}/reference" for tid, name, _ in seeds)
@@ -52,20 +56,20 @@ class MemoryOps(TreeOps):
     def record_failure(self, *, rule: str, node_id: str | None, task_id: str | None, error_excerpt: str | None,
                        caller: str, same_as: str | None = None) -> RecordFailureResult:
         if not rule.strip():
-            raise ToolError("'rule' is empty; state the validity rule in one sentence (do X, not Y)")
+            raise InvalidRequest("'rule' is empty; state the validity rule in one sentence (do X, not Y)")
         code = None
         if node_id is not None:
             node = self.store.get_node(node_id, with_source=True)
             if node is None:
-                raise ToolError(f"unknown node_id {node_id!r}; omit it or pass a node of the failure")
-            if task_id is not None and task_id != node["task_id"]:
-                raise ToolError(f"node {node_id} belongs to task {node['task_id']}, not {task_id}")
-            task_id = node["task_id"]
-            if error_excerpt is None and node["feedback"]:
-                error_excerpt = node["feedback"][:500]
-            code = node.get("source")
+                raise NotFound(f"unknown node_id {node_id!r}; omit it or pass a node of the failure")
+            if task_id is not None and task_id != node.task_id:
+                raise InvalidRequest(f"node {node_id} belongs to task {node.task_id}, not {task_id}")
+            task_id = node.task_id
+            if error_excerpt is None and node.feedback:
+                error_excerpt = node.feedback[:500]
+            code = node.source
         elif task_id is not None:
-            self._task(task_id)
+            self.tree.task(task_id)
         return self.memory.record_rule(rule.strip(), caller, task_id, node_id, error_excerpt, same_as=same_as,
                                        node_code=code)
 

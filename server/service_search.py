@@ -1,25 +1,27 @@
 """Growing the tree: expansions, candidate submission (whole source or edits) and background evaluation.
 
-Runs in the server process. Evaluations run on a thread pool; the jobs map tracks those in
-flight so a duplicate submission can wait on the same job. Mixed into Service, which owns the state declared below.
+Runs in the server process. Evaluations run on a thread pool of this service; the jobs map tracks
+those in flight so a duplicate submission can wait on the same job. Raises the core's domain errors.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import random
 import threading
 import time
 import uuid
 from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import wait as wait_futures
 
-from mcp.server.mcpserver.exceptions import ToolError
-
+from ..common.vocab import Action, Status
 from ..evaluator.lint import nan_hint
+from ..evaluator.results import ErrorInfo, EvalProtocol, EvalResult
 from ..evaluator.task import Task, source_hash
-from ..evaluator.results import ErrorInfo, EvalResult, EvalProtocol, Status
 from ..search import (
     SearchParams,
+    TreeIndex,
     budget_left,
     choose_action,
     large_step_context,
@@ -28,7 +30,10 @@ from ..search import (
     small_step_context,
 )
 from . import texts
+from .config import ServerConfig
 from .edits import EditError, apply_edits
+from .errors import InvalidRequest, NotFound, Unavailable
+from .evaluation import EvaluatorHolder, lower_priority
 from .inputs import check_parsable
 from .memory import MemoryAdapter
 from .metrics import Metrics
@@ -43,9 +48,9 @@ from .models import (
     Sibling,
     TritonKernelRow,
 )
+from .service_tree import TreeService, _runtime_ms, _status
+from .store import Store, root_id
 from .texts import change_summary, iso_utc
-from .service_tree import TreeOps, _runtime_ms, _status
-from .store import root_id
 
 log = logging.getLogger("adaexplore.server")
 
@@ -53,24 +58,50 @@ MAX_SIBLINGS = 8
 """Siblings shown to an expansion (the newest ones), to keep the context small."""
 
 
-class SearchOps(TreeOps):
+class SearchService:
     """Expansion, submission and evaluation of candidates."""
 
-    memory: MemoryAdapter
-    rng: random.Random
-    _rng_lock: threading.Lock
-    _pool: ThreadPoolExecutor
-    _jobs: dict[str, Future]
-    _jobs_lock: threading.Lock
-    _expand_lock: threading.Lock
-    owner: str
-    stopping: bool
-    metrics: Metrics
+    def __init__(self, config: ServerConfig, store: Store, tree: TreeService, evaluators: EvaluatorHolder,
+                 memory: MemoryAdapter, metrics: Metrics, owner: str):
+        self.config = config
+        self.store = store
+        self.tree = tree
+        self.evaluators = evaluators
+        self.memory = memory
+        self.metrics = metrics
+        self.owner = owner
+        self.rng = random.Random(config.seed)
+        self._rng_lock = threading.Lock()
+        # evaluation threads (and the processes they start) yield the CPU to the threads answering tools
+        self._pool = ThreadPoolExecutor(max_workers=max(2, config.max_parallel or 4), thread_name_prefix="adx-eval",
+                                        initializer=lower_priority)
+        self._jobs: dict[str, Future[None]] = {}
+        self._jobs_lock = threading.Lock()
+        self._expand_lock = threading.Lock()
+        self._change_cache: dict[str, str] = {}  # node id -> what it changed from its parent
+        self.stopping = False
+
+    def queue_depth(self) -> int:
+        """Evaluations submitted and not finished."""
+        with self._jobs_lock:
+            return len(self._jobs)
+
+    def drain(self, grace_s: float) -> None:
+        """Take no new evaluations; wait up to `grace_s` for the running ones."""
+        self.stopping = True
+        with self._jobs_lock:
+            jobs = list(self._jobs.values())
+        if jobs and grace_s > 0:
+            wait_futures(jobs, timeout=grace_s)
+
+    def close(self) -> None:
+        self.stopping = True
+        self._pool.shutdown(wait=False, cancel_futures=True)
 
     def expand(self, task_id: str, caller: str) -> ExpandResult:
-        params, _, _ = self._params(task_id)
+        params, _, _ = self.tree.params(task_id)
         with self._expand_lock:  # one selection at a time per process; the DB orders processes
-            index, entry = self._index(task_id)
+            index, entry = self.tree.index(task_id)
             left = budget_left(index, params)
             if left is not None and left <= 0:
                 return ExpandResult(task_id=task_id, budget_exhausted=True, budget_left=0,
@@ -78,34 +109,34 @@ class SearchOps(TreeOps):
             with self._rng_lock:
                 sel = select(index, params, self.rng)
                 action = choose_action(index, sel.node_id, params, self.rng)
-                ctx_ids = (small_step_context(index, sel.node_id, params) if action == "small"
+                ctx_ids = (small_step_context(index, sel.node_id, params) if action == Action.small
                            else large_step_context(index, sel.node_id, params, self.rng))
             expansion_id = "x" + uuid.uuid4().hex[:12]
             expires = self.store.create_expansion(expansion_id=expansion_id, task_id=task_id, node_id=sel.node_id,
                                                   action=action, created_by=caller, ttl_s=params.expansion_ttl_s)
         parent = self.store.get_node(sel.node_id)
         assert parent is not None
-        parent_is_root = parent["action"] == "root"
-        small = action == "small"
-        parent_ctx = ContextNode(node_id=parent["id"], action=parent["action"], status=_status(parent["status"]),
-                                 speedup=parent["speedup"], feedback=parent["feedback"],
-                                 code=parent["source"] if small and not parent_is_root else None)
+        parent_is_root = parent.action == Action.root
+        small = action == Action.small
+        large = not small
+        parent_ctx = ContextNode(node_id=parent.id, action=parent.action, status=_status(parent.status),
+                                 speedup=parent.speedup, feedback=parent.feedback,
+                                 code=parent.source if small and not parent_is_root else None)
         others = [i for i in ctx_ids if i != sel.node_id]
-        ctx_ids = others if action == "large" else ctx_ids
+        ctx_ids = others if large else ctx_ids
         details = self.store.node_details(ctx_ids)
-        codes = self.store.node_sources(ctx_ids) if action == "large" else self._history_code(
-            others, params.history_code_tokens)
-        ctx_nodes = [ContextNode(node_id=i, action=details[i]["action"], status=_status(details[i]["status"]),
-                                 speedup=details[i]["speedup"], feedback=details[i]["feedback"], code=codes.get(i))
+        codes = self.store.node_sources(ctx_ids) if large else self._history_code(others, params.history_code_tokens)
+        ctx_nodes = [ContextNode(node_id=i, action=details[i].action, status=_status(details[i].status),
+                                 speedup=details[i].speedup, feedback=details[i].feedback, code=codes.get(i))
                      for i in ctx_ids if i in details]
-        facts = self.task_facts(task_id, with_code=True)
+        facts = self.tree.task_facts(task_id, with_code=True)
         return ExpandResult(
             task_id=task_id, expansion_id=expansion_id, expires_at=iso_utc(expires), action=action,
             instructions=texts.instructions(action, parent_is_root),
-            task=facts if action == "large" or parent_is_root else facts.model_copy(update={"reference_code": None}),
-            parent=parent_ctx, siblings=self._siblings(index, sel.node_id, parent["source"]),
+            task=facts if large or parent_is_root else facts.model_copy(update={"reference_code": None}),
+            parent=parent_ctx, siblings=self.siblings(index, sel.node_id, parent.source),
             parent_profile=self.store.profile_summary(sel.node_id) if small else None,
-            history=ctx_nodes if small else [], pool=ctx_nodes if action == "large" else [],
+            history=ctx_nodes if small else [], pool=ctx_nodes if large else [],
             memory=self.memory.render(facts.reference_code, 1500),
             hardware=self.evaluators.hardware(), budget_left=max(0, left - 1) if left is not None else -1)
 
@@ -124,7 +155,7 @@ class SearchOps(TreeOps):
             room -= len(code)
         return out
 
-    def _siblings(self, index, parent_id: str, parent_source: str | None) -> list[Sibling]:
+    def siblings(self, index: TreeIndex, parent_id: str, parent_source: str | None) -> list[Sibling]:
         """The children already made from ``parent_id`` (the newest MAX_SIBLINGS), with what each changed."""
         kids = index.children_of(parent_id)[-MAX_SIBLINGS:]
         if not kids:
@@ -140,78 +171,77 @@ class SearchOps(TreeOps):
             d = details.get(k)
             if d is None:
                 continue
-            first = (d["feedback"] or ("evaluation still running" if d["status"] is None else "")).strip()
+            first = (d.feedback or ("evaluation still running" if d.status is None else "")).strip()
             first = first.splitlines()[0] if first else ""
-            out.append(Sibling(node_id=k, action=d["action"], status=_status(d["status"]), speedup=d["speedup"],
+            out.append(Sibling(node_id=k, action=d.action, status=_status(d.status), speedup=d.speedup,
                                summary=first[:160], change=self._change_cache[k]))
         return out
 
     # -- evaluation ---------------------------------------------------------------
 
     def submit(self, *, task_id: str, source: str | None, edits: list[Edit] | None, parent_node_id: str | None,
-               expansion_id: str | None, caller: str) -> tuple[str, Future | None, bool]:
+               expansion_id: str | None, caller: str) -> tuple[str, Future[None] | None, bool]:
         """Attach a candidate to the tree and start its evaluation. Returns (node_id, job, duplicate)."""
         if self.stopping:
-            raise ToolError("this server is shutting down and takes no new evaluations; retry in a minute "
+            raise Unavailable("this server is shutting down and takes no new evaluations; retry in a minute "
                             "(or on another server sharing the data directory)")
-        self._task(task_id)
-        params, protocol, name = self._params(task_id)
-        parent_id, action = root_id(task_id), "large"
+        self.tree.task(task_id)
+        params, protocol, name = self.tree.params(task_id)
+        parent_id, action = root_id(task_id), Action.large
         if expansion_id is not None:
             exp = self.store.get_expansion(expansion_id)
-            if exp is None or exp["task_id"] != task_id:
-                raise ToolError(f"unknown expansion_id {expansion_id!r} for this task; call expand_node to get one, "
+            if exp is None or exp.task_id != task_id:
+                raise NotFound(f"unknown expansion_id {expansion_id!r} for this task; call expand_node to get one, "
                                 "or omit it")
-            if exp["consumed"]:
-                raise ToolError(f"expansion {expansion_id} was already used (node {exp['result_node_id']}); call "
+            if exp.consumed:
+                raise InvalidRequest(f"expansion {expansion_id} was already used (node {exp.result_node_id}); call "
                                 "expand_node again, or pass parent_node_id instead")
-            if parent_node_id is not None and parent_node_id != exp["node_id"]:
-                raise ToolError(f"expansion {expansion_id} is for node {exp['node_id']}, not {parent_node_id}; "
+            if parent_node_id is not None and parent_node_id != exp.node_id:
+                raise InvalidRequest(f"expansion {expansion_id} is for node {exp.node_id}, not {parent_node_id}; "
                                 "drop parent_node_id or the expansion_id")
-            parent_id, action = exp["node_id"], exp["action"]
+            parent_id, action = exp.node_id, Action(exp.action)
         elif parent_node_id is not None:
-            parent_id, action = parent_node_id, "small"
+            parent_id, action = parent_node_id, Action.small
         parent = self.store.get_node(parent_id, with_source=edits is not None)
-        if parent is None or parent["task_id"] != task_id:
-            raise ToolError(f"unknown parent_node_id {parent_id!r} for task {task_id}")
-        if parent["status"] == "infra_error":
-            raise ToolError(f"node {parent_id} failed for infrastructure reasons and is not in the search; "
+        if parent is None or parent.task_id != task_id:
+            raise NotFound(f"unknown parent_node_id {parent_id!r} for task {task_id}")
+        if parent.status == Status.infra_error:
+            raise InvalidRequest(f"node {parent_id} failed for infrastructure reasons and is not in the search; "
                             "resubmit its code, or pick another parent")
         if (source is None) == (edits is None):
-            raise ToolError("give exactly one of 'source' (the full candidate) or 'edits' (exact replacements "
+            raise InvalidRequest("give exactly one of 'source' (the full candidate) or 'edits' (exact replacements "
                             "against the parent node's code)")
         if edits is not None:
             if not edits:
-                raise ToolError("'edits' is empty; give at least one {old, new} replacement")
+                raise InvalidRequest("'edits' is empty; give at least one {old, new} replacement")
             if parent_node_id is None and expansion_id is None:
-                raise ToolError("edits need a parent: pass parent_node_id or expansion_id")
+                raise InvalidRequest("edits need a parent: pass parent_node_id or expansion_id")
             try:
-                source = apply_edits(parent["source"], edits)
+                source = apply_edits(parent.source or "", edits)
             except EditError as exc:
-                raise ToolError(str(exc)) from None
+                raise InvalidRequest(str(exc)) from None
             if len(source) > MAX_SOURCE_CHARS:
-                raise ToolError(f"the edited source exceeds {MAX_SOURCE_CHARS} characters")
+                raise InvalidRequest(f"the edited source exceeds {MAX_SOURCE_CHARS} characters")
         assert source is not None
         if not source.strip():
-            raise ToolError("the candidate source is empty; send a module that defines class ModelNew")
+            raise InvalidRequest("the candidate source is empty; send a module that defines class ModelNew")
         check_parsable(source, "the candidate")
         h = source_hash(source)
-        node, created = self.store.create_node(task_id=task_id, parent_id=parent_id, action=action, source=source,
-                                               source_hash=h, created_by=caller, expansion_id=expansion_id,
-                                               owner=self.owner, lease_s=self.config.lease_s)
-        node_id = node["id"]
+        node_id, created = self.store.create_node(task_id=task_id, parent_id=parent_id, action=action, source=source,
+                                                  source_hash=h, created_by=caller, expansion_id=expansion_id,
+                                                  owner=self.owner, lease_s=self.config.lease_s)
         if not created:
             with self._jobs_lock:
                 return node_id, self._jobs.get(node_id), True
-        task = Task(name=name, source=self.store.get_task(task_id)["source"], protocol=protocol)  # type: ignore[index]
+        task = Task(name=name, source=self.tree.task(task_id).source, protocol=protocol)
         job = self._pool.submit(self._evaluate, task_id, node_id, task, source, protocol, params, caller,
                                 time.monotonic())
         with self._jobs_lock:
             self._jobs[node_id] = job
-        job.add_done_callback(lambda _f, n=node_id: self._forget(n))
+        job.add_done_callback(functools.partial(self._forget, node_id))
         return node_id, job, False
 
-    def _forget(self, node_id: str) -> None:
+    def _forget(self, node_id: str, _job: object = None) -> None:
         with self._jobs_lock:
             self._jobs.pop(node_id, None)
 
@@ -223,7 +253,7 @@ class SearchOps(TreeOps):
             log.exception("evaluator crashed on %s", node_id)
             result = EvalResult(status=Status.infra_error, error=ErrorInfo(
                 error_class="InfraError", message=f"the evaluator failed ({type(exc).__name__}); resubmit to retry"))
-        status = result.status.value
+        status = result.status
         infra = result.status is Status.infra_error
         reward = None if infra else reward_for(params, status, result.speedup)
         prof = self._profile_in_loop(node_id, task, source, protocol, result)
@@ -234,7 +264,7 @@ class SearchOps(TreeOps):
         if prof is not None:
             feedback += "\nprofile: " + prof.summary.splitlines()[0] if prof.summary else ""
         kept = self.store.finish_node(node_id, status=status, result=result.model_dump(mode="json", exclude_none=True),
-                                      feedback=self.scrub(feedback), speedup=result.speedup, reward=reward,
+                                      feedback=self.tree.scrub(feedback), speedup=result.speedup, reward=reward,
                                       owner=self.owner)
         if kept and prof is not None:
             self.store.save_profile(node_id, prof.device, prof.triton_share, prof.model_dump(mode="json"))
@@ -257,14 +287,14 @@ class SearchOps(TreeOps):
         """The evaluator's profile of a correct node (on a GPU: per-kernel times, Triton share, roofline)."""
         node = self.store.get_node(node_id)
         if node is None:
-            raise ToolError(f"unknown node_id {node_id!r}; node ids look like '<task_id>-<n>' (see best_candidates)")
-        if node["status"] != "correct":
-            raise ToolError(f"node {node_id} is {_status(node['status'])}, and only a correct kernel can be "
-                            "profiled; pick one from best_candidates")
-        task_id = node["task_id"]
-        _, protocol, name = self._params(task_id)
-        task = Task(name=name, source=self.store.get_task(task_id)["source"], protocol=protocol)  # type: ignore[index]
-        out = self._profile(node_id, task, node["source"], protocol, (node["result"] or {}).get("device"))
+            raise NotFound(f"unknown node_id {node_id!r}; node ids look like '<task_id>-<n>' (see best_candidates)")
+        if node.status != Status.correct:
+            raise InvalidRequest(f"node {node_id} is {_status(node.status)}, and only a correct kernel can be "
+                                 "profiled; pick one from best_candidates")
+        task_id = node.task_id
+        _, protocol, name = self.tree.params(task_id)
+        task = Task(name=name, source=self.tree.task(task_id).source, protocol=protocol)
+        out = self._profile(node_id, task, node.source or "", protocol, (node.result or {}).get("device"))
         if out.profiled:
             self.store.save_profile(node_id, out.device, out.triton_share, out.model_dump(mode="json"))
         return out
@@ -278,7 +308,7 @@ class SearchOps(TreeOps):
         runs = max(1, rep.profiled_runs)
         return ProfileResult(
             node_id=node_id, task_id=task.task_id, device=rep.device, profiled=rep.profiled,
-            summary=self.scrub(rep.summary), candidate_ms=rep.candidate_ms, device_ms_per_run=rep.device_ms_per_run,
+            summary=self.tree.scrub(rep.summary), candidate_ms=rep.candidate_ms, device_ms_per_run=rep.device_ms_per_run,
             triton_share=rep.triton_share,
             kernels=[KernelRow(name=k.name, triton=k.triton, calls_per_run=k.calls / runs, ms_per_run=k.ms_per_run,
                                share=k.share) for k in rep.kernels],
@@ -303,13 +333,14 @@ class SearchOps(TreeOps):
 
     def node_result(self, node_id: str, duplicate: bool = False) -> EvaluateResult:
         node = self.store.get_node(node_id, with_source=False)
-        assert node is not None
-        task_id = node["task_id"]
-        params, _, _ = self._params(task_id)
-        index, entry = self._index(task_id)
+        if node is None:
+            raise NotFound(f"unknown node_id {node_id!r}")
+        task_id = node.task_id
+        params, _, _ = self.tree.params(task_id)
+        index, entry = self.tree.index(task_id)
         left = budget_left(index, params)
         return EvaluateResult(
-            task_id=task_id, node_id=node_id, parent_id=node["parent_id"], status=_status(node["status"]),
-            duplicate=duplicate, feedback=node["feedback"] if node["status"] else texts.PENDING,
-            speedup=node["speedup"], reward=node["reward"], runtime_ms=_runtime_ms(node["result"]),
-            best=self._best(index, entry), budget_left=left if left is not None else -1)
+            task_id=task_id, node_id=node_id, parent_id=node.parent_id, status=_status(node.status),
+            duplicate=duplicate, feedback=node.feedback if node.status else texts.PENDING,
+            speedup=node.speedup, reward=node.reward, runtime_ms=_runtime_ms(node.result),
+            best=self.tree.best(index, entry), budget_left=left if left is not None else -1)

@@ -53,7 +53,7 @@ class _GracefulServer(uvicorn.Server):
         if self.svc.stopping:  # a second signal: stop waiting for connections
             self.force_exit = True
         log.warning("%s: stopping (no new evaluations)", signal.Signals(sig).name)
-        self.svc.stopping = True
+        self.svc.stop_accepting()
         self.handle_exit(sig, frame)
 
 
@@ -78,7 +78,7 @@ def serve_stdio(mcp: Any, svc: Service) -> int:
                     async for sig in signals:
                         log.warning("%s: stopping (no new evaluations)", signal.Signals(sig).name)
                         break
-                svc.stopping = True
+                svc.stop_accepting()
                 await anyio.to_thread.run_sync(_settle, svc)
                 # stdin is read on a thread that a cancel cannot interrupt: leave if it does not end soon
                 timer = threading.Timer(STDIO_EXIT_WAIT_S, _exit_now)

@@ -1,12 +1,14 @@
-"""SQLite persistence of the server: tasks, nodes, evaluations, expansions and API tokens.
+"""SQLite persistence of the server: tasks, nodes, evaluations, expansions, profiles and API tokens.
 
-One database file in WAL mode holds everything (the skill memory keeps its own `skill_*`
-tables in the same file). Several server processes may share the file: every write is a
-short `BEGIN IMMEDIATE` transaction and readers never block writers.
+Runs in the server process and in CLI commands. One database file in WAL mode holds everything
+(the skill memory keeps its own `skill_*` tables in the same file); connections, transactions and
+migrations follow the one policy of `adaexplore.common.db`. Several server processes may share the
+file: every write is a short `BEGIN IMMEDIATE` transaction and readers never block writers.
 
 Each task row carries a `version` counter that every node change bumps; each node row
 records the version of its last change, so a process can refresh its cached view of a
-tree by reading only the rows that changed since it last looked.
+tree by reading only the rows that changed since it last looked. Reads return typed rows
+(frozen dataclasses), never bare tuples or dicts.
 """
 
 from __future__ import annotations
@@ -14,21 +16,22 @@ from __future__ import annotations
 import os
 import socket
 import sqlite3
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 
+from ..common.db import Database, Schema, add_column, script
+from ..common.vocab import PENDING, Status
 from .files import secure_file
 
-SCHEMA_VERSION = 1
-
-SCHEMA = """
+# The release before `user_version` had these tables (with `synthetic`, `owner` and `lease_expires` added
+# by hand to older files); step 1 brings any earlier file to that state. Later changes are new steps.
+_TABLES = """
 CREATE TABLE IF NOT EXISTS server_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 
 CREATE TABLE IF NOT EXISTS tasks (
@@ -110,15 +113,23 @@ CREATE TABLE IF NOT EXISTS tokens (
     scopes TEXT NOT NULL,
     created_at REAL NOT NULL,
     revoked INTEGER NOT NULL DEFAULT 0
-);
+)
 """
 
+
+def _tables(conn: sqlite3.Connection) -> None:
+    script(_TABLES)(conn)
+    add_column(conn, "tasks", "synthetic", "INTEGER NOT NULL DEFAULT 0")  # files made before synthesized tasks
+    add_column(conn, "evaluations", "owner", "TEXT")  # files made before leases
+    add_column(conn, "evaluations", "lease_expires", "REAL")
+    conn.execute("CREATE INDEX IF NOT EXISTS evaluations_open ON evaluations (finished_at, lease_expires)")
+    conn.execute("DELETE FROM server_meta WHERE key = 'schema_version'")  # the version is user_version now
+
+
+SCHEMA = Schema("server", slot=0, steps=[_tables])
+"""The server's tables: slot 0 of the file's `user_version`."""
+
 NODE_LIGHT_COLUMNS = "id, parent_id, action, status, speedup, seq, reward, version"
-
-
-def default_data_dir() -> Path:
-    env = os.environ.get("ADAEXPLORE_HOME")
-    return Path(env).expanduser() if env else Path("~/.adaexplore").expanduser()
 
 
 def dumps(value: Any) -> bytes:
@@ -143,76 +154,137 @@ class NodeRow:
     version: int
 
 
+@dataclass(frozen=True)
+class TaskRow:
+    """A registered task; the JSON columns are decoded."""
+
+    id: str
+    name: str
+    source: str
+    validation: dict[str, Any] | None
+    flags: list[str] | None
+    params: dict[str, Any] | None
+    protocol: dict[str, Any] | None
+    created_by: str
+    created_at: float
+    version: int
+    synthetic: bool
+
+
+@dataclass(frozen=True)
+class TaskListing:
+    """A task as list_tasks shows it: counts instead of contents."""
+
+    id: str
+    name: str
+    created_by: str
+    created_at: float
+    flags: list[str]
+    nodes: int
+    best_speedup: float | None
+    synthetic: bool
+
+
+@dataclass(frozen=True)
+class NodeDetail:
+    """A node's metrics and feedback, without its source or result."""
+
+    id: str
+    parent_id: str | None
+    action: str
+    status: str | None
+    feedback: str | None
+    speedup: float | None
+    reward: float | None
+    seq: int
+    created_by: str
+
+
+@dataclass(frozen=True)
+class NodeRecord:
+    """A whole node: its detail, the decoded evaluation result and (when asked for) its source."""
+
+    id: str
+    task_id: str
+    parent_id: str | None
+    seq: int
+    action: str
+    status: str | None
+    result: dict[str, Any] | None
+    feedback: str | None
+    speedup: float | None
+    reward: float | None
+    created_by: str
+    created_at: float
+    evaluated_at: float | None
+    expansion_id: str | None
+    source_hash: str
+    source: str | None = None
+
+
+@dataclass(frozen=True)
+class ExpansionRow:
+    """A step handed to an agent by expand_node, until a kernel answers it or it expires."""
+
+    id: str
+    task_id: str
+    node_id: str
+    action: str
+    created_by: str
+    created_at: float
+    expires_at: float
+    consumed: bool
+    result_node_id: str | None
+
+
+@dataclass(frozen=True)
+class TokenRow:
+    """An API token's name and scopes (the hash stays in the database)."""
+
+    name: str
+    scopes: list[str]
+    created_at: float
+    revoked: bool
+
+
+R = TypeVar("R")
+
+
+def _typed(cls: type[R], row: sqlite3.Row, **converted: Any) -> R:
+    """The typed row `cls` from a database row: its columns by name, `converted` ones (decoded JSON, flags
+    as bools) given instead."""
+    return cls(**{k: row[k] for k in row.keys() if k not in converted}, **converted)
+
+
+_NODE_COLUMNS = ("id, task_id, parent_id, seq, action, status, result, feedback, speedup, reward, created_by, "
+                 "created_at, evaluated_at, expansion_id, source_hash")
+_DETAIL_COLUMNS = "id, parent_id, action, status, feedback, speedup, reward, seq, created_by"
+
+
 class Store:
-    """Thread-safe access to the database (one connection per thread)."""
+    """Thread-safe access to the server's tables (one connection per thread, see `adaexplore.common.db`)."""
 
     def __init__(self, path: str | Path):
-        self.path = Path(path)
-        secure_file(self.path)  # before SQLite creates it: the -wal and -shm files copy its mode
-        self._local = threading.local()
-        self._all: list[sqlite3.Connection] = []
-        self._lock = threading.Lock()
-        # Threads of this process take turns here rather than in SQLite's busy handler, which sleeps
-        # in steps of up to 100 ms; other processes still meet at the database's write lock.
-        self._write_lock = threading.RLock()
-        conn = self.conn()
-        conn.executescript(SCHEMA)
-        with self.tx(conn):
-            conn.execute("INSERT OR IGNORE INTO server_meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
-            cols = {r[1] for r in conn.execute("PRAGMA table_info(tasks)")}
-            if "synthetic" not in cols:  # databases made before synthesized tasks existed
-                conn.execute("ALTER TABLE tasks ADD COLUMN synthetic INTEGER NOT NULL DEFAULT 0")
-            ecols = {r[1] for r in conn.execute("PRAGMA table_info(evaluations)")}
-            for col, kind in (("owner", "TEXT"), ("lease_expires", "REAL")):  # databases made before leases
-                if col not in ecols:
-                    conn.execute(f"ALTER TABLE evaluations ADD COLUMN {col} {kind}")
-            conn.execute("CREATE INDEX IF NOT EXISTS evaluations_open ON evaluations (finished_at, lease_expires)")
+        # secure_file before SQLite creates the file: the -wal and -shm files copy its mode
+        self.db = Database(path, schema=SCHEMA, wait_s=30.0, prepare=secure_file)
+        self.path = self.db.path
 
     # -- connections -------------------------------------------------------------
 
     def conn(self) -> sqlite3.Connection:
-        c = getattr(self._local, "conn", None)
-        if c is None:
-            c = sqlite3.connect(self.path, timeout=30.0, isolation_level=None, check_same_thread=False)
-            c.execute("PRAGMA journal_mode=WAL")
-            c.execute("PRAGMA busy_timeout=30000")
-            c.execute("PRAGMA synchronous=NORMAL")
-            c.execute("PRAGMA foreign_keys=ON")
-            self._local.conn = c
-            with self._lock:
-                self._all.append(c)
-        return c
+        return self.db.conn()
 
     @contextmanager
-    def tx(self, conn: sqlite3.Connection | None = None) -> Iterator[sqlite3.Connection]:
+    def tx(self) -> Iterator[sqlite3.Connection]:
         """A short write transaction that takes the write lock up front."""
-        c = conn or self.conn()
-        with self._write_lock:
-            yield from self._tx(c)
-
-    def _tx(self, c: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
-        for attempt in range(50):
-            try:
-                c.execute("BEGIN IMMEDIATE")
-                break
-            except sqlite3.OperationalError as exc:  # busy beyond busy_timeout: rare
-                if "locked" not in str(exc) or attempt == 49:
-                    raise
-                time.sleep(0.05)
-        try:
+        with self.db.write() as c:
             yield c
-        except BaseException:
-            c.execute("ROLLBACK")
-            raise
-        else:
-            c.execute("COMMIT")
 
     @property
-    def write_turn(self) -> threading.RLock:
-        """This process's turn at the database's write lock. Hold it around writes made through another
-        connection to the same file (the skill memory's), so that this process's writers wait for them
-        here and start the moment they end, instead of polling SQLite's busy handler."""
-        return self._write_lock
+    def write_turn(self) -> Any:
+        """This process's turn at the database's write lock (see `Database.write_turn`): the skill
+        memory's writes hold it, so this store's writers queue behind them here."""
+        return self.db.write_turn
 
     def checkpoint(self) -> None:
         """Copy the write-ahead log into the database without blocking anyone (a background thread calls
@@ -220,43 +292,31 @@ class Store:
         self.conn().execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
 
     def close(self) -> None:
-        with self._lock:
-            for c in self._all:
-                try:
-                    c.close()
-                except sqlite3.Error:
-                    pass
-            self._all.clear()
-        self._local = threading.local()
+        self.db.close()
 
     # -- tasks --------------------------------------------------------------------
 
-    def get_task(self, task_id: str) -> dict[str, Any] | None:
-        row = self.conn().execute(
+    def get_task(self, task_id: str) -> TaskRow | None:
+        r = self.conn().execute(
             "SELECT id, name, source, validation, flags, params, protocol, created_by, created_at, version, synthetic "
             "FROM tasks WHERE id = ?", (task_id,)).fetchone()
-        if row is None:
+        if r is None:
             return None
-        keys = ("id", "name", "source", "validation", "flags", "params", "protocol", "created_by", "created_at",
-                "version", "synthetic")
-        task = dict(zip(keys, row))
-        for k in ("validation", "flags", "params", "protocol"):
-            task[k] = loads(task[k])
-        return task
+        return _typed(TaskRow, r, validation=loads(r["validation"]), flags=loads(r["flags"]),
+                      params=loads(r["params"]), protocol=loads(r["protocol"]), synthetic=bool(r["synthetic"]))
 
     def task_version(self, task_id: str) -> int | None:
         row = self.conn().execute("SELECT version FROM tasks WHERE id = ?", (task_id,)).fetchone()
         return None if row is None else row[0]
 
-    def list_tasks(self) -> list[dict[str, Any]]:
+    def list_tasks(self) -> list[TaskListing]:
         rows = self.conn().execute(
             "SELECT t.id, t.name, t.created_by, t.created_at, t.flags, "
-            "(SELECT COUNT(*) FROM nodes n WHERE n.task_id = t.id AND n.action != 'root'), "
+            "(SELECT COUNT(*) FROM nodes n WHERE n.task_id = t.id AND n.action != 'root') AS nodes, "
             "(SELECT MAX(n.speedup) FROM nodes n WHERE n.task_id = t.id AND n.status = 'correct' "
-            " AND n.action != 'root'), t.synthetic "
+            " AND n.action != 'root') AS best_speedup, t.synthetic "
             "FROM tasks t ORDER BY t.created_at").fetchall()
-        return [dict(id=r[0], name=r[1], created_by=r[2], created_at=r[3], flags=loads(r[4]) or [],
-                     nodes=r[5], best_speedup=r[6], synthetic=bool(r[7])) for r in rows]
+        return [_typed(TaskListing, r, flags=loads(r["flags"]) or [], synthetic=bool(r["synthetic"])) for r in rows]
 
     def insert_task(self, *, task_id: str, name: str, source: str, source_hash: str, validation: Any,
                     flags: list[str], params: dict[str, Any], protocol: dict[str, Any], created_by: str,
@@ -288,41 +348,34 @@ class Store:
             (task_id, since_version)).fetchall()
         return [NodeRow(*r) for r in rows]
 
-    def get_node(self, node_id: str, *, with_source: bool = True) -> dict[str, Any] | None:
-        cols = ("id", "task_id", "parent_id", "seq", "action", "status", "result", "feedback", "speedup", "reward",
-                "created_by", "created_at", "evaluated_at", "expansion_id", "source_hash")
-        sel = ", ".join(cols) + (", source" if with_source else "")
-        row = self.conn().execute(f"SELECT {sel} FROM nodes WHERE id = ?", (node_id,)).fetchone()
-        if row is None:
+    def get_node(self, node_id: str, *, with_source: bool = True) -> NodeRecord | None:
+        sel = _NODE_COLUMNS + (", source" if with_source else "")
+        r = self.conn().execute(f"SELECT {sel} FROM nodes WHERE id = ?", (node_id,)).fetchone()
+        if r is None:
             return None
-        node = dict(zip(cols + (("source",) if with_source else ()), row))
-        node["result"] = loads(node["result"])
-        return node
+        return _typed(NodeRecord, r, result=loads(r["result"]))
 
     def node_sources(self, node_ids: list[str]) -> dict[str, str]:
         if not node_ids:
             return {}
         marks = ",".join("?" * len(node_ids))
         rows = self.conn().execute(f"SELECT id, source FROM nodes WHERE id IN ({marks})", node_ids).fetchall()
-        return dict(rows)
+        return {r[0]: r[1] for r in rows}
 
-    def node_details(self, node_ids: list[str]) -> dict[str, dict[str, Any]]:
+    def node_details(self, node_ids: list[str]) -> dict[str, NodeDetail]:
         """Feedback and metrics (no source) of several nodes."""
         if not node_ids:
             return {}
         marks = ",".join("?" * len(node_ids))
-        rows = self.conn().execute(
-            f"SELECT id, parent_id, action, status, feedback, speedup, reward, seq, created_by FROM nodes "
-            f"WHERE id IN ({marks})", node_ids).fetchall()
-        keys = ("id", "parent_id", "action", "status", "feedback", "speedup", "reward", "seq", "created_by")
-        return {r[0]: dict(zip(keys, r)) for r in rows}
+        rows = self.conn().execute(f"SELECT {_DETAIL_COLUMNS} FROM nodes WHERE id IN ({marks})", node_ids).fetchall()
+        return {r["id"]: _typed(NodeDetail, r) for r in rows}
 
     def create_node(self, *, task_id: str, parent_id: str, action: str, source: str, source_hash: str,
                     created_by: str, expansion_id: str | None, owner: str | None = None,
-                    lease_s: float = 30.0) -> tuple[dict[str, Any], bool]:
+                    lease_s: float = 30.0) -> tuple[str, bool]:
         """Attach a candidate to the tree, or find the node that already holds the same code.
 
-        Returns (node, created). A node that holds the same code and ended in infra_error
+        Returns (node id, created). A node that holds the same code and ended in infra_error
         is reset to pending and evaluated again (created is True then). The evaluation row
         records `owner`, the server process that holds it, with a lease of `lease_s` seconds.
         """
@@ -332,11 +385,11 @@ class Store:
             row = c.execute(
                 "SELECT id, status FROM nodes WHERE task_id = ? AND source_hash = ? ORDER BY seq LIMIT 1",
                 (task_id, source_hash)).fetchone()
-            if row is not None and row[1] != "infra_error":
+            if row is not None and row[1] != Status.infra_error:
                 if expansion_id:
                     c.execute("UPDATE expansions SET consumed = 1, result_node_id = ? WHERE id = ?",
                               (row[0], expansion_id))
-                return {"id": row[0], "status": row[1]}, False
+                return row[0], False
             version = c.execute("UPDATE tasks SET version = version + 1 WHERE id = ? RETURNING version",
                                 (task_id,)).fetchone()[0]
             if row is not None:  # re-run an evaluation our infrastructure lost
@@ -357,7 +410,7 @@ class Store:
             if expansion_id:
                 c.execute("UPDATE expansions SET consumed = 1, result_node_id = ? WHERE id = ?",
                           (node_id, expansion_id))
-        return {"id": node_id, "status": None}, True
+        return node_id, True
 
     def finish_node(self, node_id: str, *, status: str, result: Any, feedback: str, speedup: float | None,
                     reward: float | None, owner: str | None = None) -> bool:
@@ -406,7 +459,7 @@ class Store:
             if c.execute("SELECT 1 FROM evaluations WHERE node_id = ? AND owner = ? AND finished_at IS NULL "
                          "AND lease_expires < ?", (node_id, owner, now)).fetchone() is None:
                 return False
-            return self._finish(c, node_id, "infra_error", result, feedback, None, None)
+            return self._finish(c, node_id, Status.infra_error, result, feedback, None, None)
 
     def open_evaluations(self, owner: str) -> list[str]:
         return [r[0] for r in self.conn().execute(
@@ -426,21 +479,20 @@ class Store:
 
     def nodes_by_status(self) -> dict[str, int]:
         """Candidate nodes of every task by status ('pending' while evaluated)."""
-        rows = self.conn().execute("SELECT COALESCE(status, 'pending'), COUNT(*) FROM nodes WHERE action != 'root' "
-                                   "GROUP BY 1").fetchall()
-        return dict(rows)
+        rows = self.conn().execute("SELECT COALESCE(status, ?), COUNT(*) FROM nodes WHERE action != 'root' "
+                                   "GROUP BY 1", (PENDING,)).fetchall()
+        return {r[0]: r[1] for r in rows}
 
     def ping(self) -> None:
         """Raise unless the database answers a query."""
-        self.conn().execute("SELECT COUNT(*) FROM server_meta").fetchone()
+        self.conn().execute("SELECT COUNT(*) FROM tasks").fetchone()
 
-    def best_nodes_rows(self, task_id: str, k: int) -> list[dict[str, Any]]:
+    def best_nodes_rows(self, task_id: str, k: int) -> list[NodeDetail]:
         rows = self.conn().execute(
-            "SELECT id, parent_id, action, status, speedup, reward, seq, created_by FROM nodes "
+            f"SELECT {_DETAIL_COLUMNS} FROM nodes "
             "WHERE task_id = ? AND status = 'correct' AND action != 'root' "
             "ORDER BY COALESCE(speedup, 0) DESC, reward DESC, seq LIMIT ?", (task_id, k)).fetchall()
-        keys = ("id", "parent_id", "action", "status", "speedup", "reward", "seq", "created_by")
-        return [dict(zip(keys, r)) for r in rows]
+        return [_typed(NodeDetail, r) for r in rows]
 
     # -- expansions ---------------------------------------------------------------
 
@@ -471,7 +523,7 @@ class Store:
         marks = ",".join("?" * len(node_ids))
         rows = self.conn().execute(f"SELECT node_id, triton_share FROM profiles WHERE node_id IN ({marks}) "
                                    "AND triton_share IS NOT NULL", node_ids).fetchall()
-        return dict(rows)
+        return {r[0]: r[1] for r in rows}
 
     def create_expansion(self, *, expansion_id: str, task_id: str, node_id: str, action: str, created_by: str,
                          ttl_s: float) -> float:
@@ -482,13 +534,11 @@ class Store:
                       (expansion_id, task_id, node_id, action, created_by, now, now + ttl_s))
         return now + ttl_s
 
-    def get_expansion(self, expansion_id: str) -> dict[str, Any] | None:
-        row = self.conn().execute(
+    def get_expansion(self, expansion_id: str) -> ExpansionRow | None:
+        r = self.conn().execute(
             "SELECT id, task_id, node_id, action, created_by, created_at, expires_at, consumed, result_node_id "
             "FROM expansions WHERE id = ?", (expansion_id,)).fetchone()
-        keys = ("id", "task_id", "node_id", "action", "created_by", "created_at", "expires_at", "consumed",
-                "result_node_id")
-        return None if row is None else dict(zip(keys, row))
+        return None if r is None else _typed(ExpansionRow, r, consumed=bool(r["consumed"]))
 
     # -- tokens -------------------------------------------------------------------
 
@@ -505,9 +555,9 @@ class Store:
                                   (token_hash,)).fetchone()
         return None if row is None else (row[0], [s for s in row[1].split(",") if s])
 
-    def list_tokens(self) -> list[dict[str, Any]]:
+    def list_tokens(self) -> list[TokenRow]:
         rows = self.conn().execute("SELECT name, scopes, created_at, revoked FROM tokens ORDER BY name").fetchall()
-        return [dict(name=r[0], scopes=r[1].split(","), created_at=r[2], revoked=bool(r[3])) for r in rows]
+        return [_typed(TokenRow, r, scopes=r["scopes"].split(","), revoked=bool(r["revoked"])) for r in rows]
 
     def revoke_token(self, name: str) -> bool:
         with self.tx() as c:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import operator
+from collections.abc import Iterable
 from typing import Any
 
 _FACTORIES = {"randn", "rand", "zeros", "ones", "empty", "randint", "full", "randn_like", "rand_like"}
@@ -27,7 +28,7 @@ def _constants(tree: ast.Module) -> dict[str, int]:
         if isinstance(stmt, ast.Assign):
             targets = stmt.targets
             if len(targets) == 1 and isinstance(targets[0], ast.Tuple) and isinstance(stmt.value, ast.Tuple):
-                pairs = zip(targets[0].elts, stmt.value.elts)
+                pairs: Iterable[tuple[ast.expr, ast.expr]] = zip(targets[0].elts, stmt.value.elts)
             else:
                 pairs = ((t, stmt.value) for t in targets)
             for t, v in pairs:

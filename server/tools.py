@@ -1,9 +1,21 @@
-"""The MCP tools: thin async wrappers over the Service, with annotations and scope checks (server process)."""
+"""The MCP tools: thin wrappers over the application core, with annotations and scope checks (server process).
+
+This is where the core meets MCP. Tools are plain functions, which the SDK runs on worker threads; the one
+exception is evaluate_kernel, which waits for an evaluation without holding a thread. Every domain error of
+the core (and a missing scope) becomes a tool error here, in `_tool_errors`, with the server's paths
+scrubbed from its message.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import functools
+import inspect
 import time
-from typing import Annotated, Any
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future
+from contextlib import contextmanager
+from typing import Annotated, Any, TypeVar
 
 import anyio
 import anyio.to_thread
@@ -14,6 +26,8 @@ from mcp_types import ToolAnnotations
 from pydantic import Field
 
 from .auth import ScopeError, current_caller
+from .config import ServerConfig
+from .errors import ServiceError
 from .models import (
     MAX_EDITS,
     MAX_EXCERPT_CHARS,
@@ -70,25 +84,49 @@ SYNTH = ToolAnnotations(read_only_hint=True, idempotent_hint=False, destructive_
 RuleId = Annotated[str, Field(min_length=1, max_length=MAX_ID_CHARS, description="a rule id, e.g. 'r-0123456789'")]
 
 
-def register_tools(mcp: MCPServer, svc: Service) -> None:
-    cfg = svc.config
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def register_tools(mcp: MCPServer, svc: Service, cfg: ServerConfig) -> None:
+    """Register every tool of the server on `mcp`, answering from `svc` under the settings `cfg`."""
+
+    @contextmanager
+    def _tool_errors() -> Iterator[None]:
+        """The one place where the core's errors become tool errors (never showing the server's paths)."""
+        try:
+            yield
+        except (ServiceError, ScopeError) as exc:
+            raise ToolError(svc.scrub(str(exc))) from None
+
+    def tool(annotations: ToolAnnotations, title: str) -> Callable[[F], F]:
+        """Register `fn` as a tool whose domain errors reach the agent as tool errors."""
+
+        def register(fn: F) -> F:
+            if inspect.iscoroutinefunction(fn):
+                @functools.wraps(fn)
+                async def call_async(*args: Any, **kwargs: Any) -> Any:
+                    with _tool_errors():
+                        return await fn(*args, **kwargs)
+
+                mcp.tool(annotations=annotations, title=title)(call_async)
+            else:
+                @functools.wraps(fn)
+                def call(*args: Any, **kwargs: Any) -> Any:
+                    with _tool_errors():
+                        return fn(*args, **kwargs)
+
+                mcp.tool(annotations=annotations, title=title)(call)
+            return fn
+
+        return register
 
     def caller(scope: str) -> str:
         c = current_caller(cfg.auth_required, cfg.default_caller)
-        try:
-            c.require(scope)
-        except ScopeError as exc:
-            raise ToolError(str(exc)) from None
+        c.require(scope)
         return c.name
 
-    async def run(fn, *args, **kwargs):
-        try:
-            return await anyio.to_thread.run_sync(lambda: fn(*args, **kwargs))
-        except ToolError as exc:  # never show a remote caller the server's paths
-            raise ToolError(svc.scrub(str(exc))) from None
-
-    @mcp.tool(annotations=REGISTER, title="Register a task")
-    async def register_task(
+    @tool(annotations=REGISTER, title="Register a task")
+    def register_task(
         source: Annotated[Source | None, Field(description="reference module: class Model(nn.Module), "
                                                             "get_inputs(), get_init_inputs()")] = None,
         path: Annotated[str | None, Field(max_length=4096, description="a task file inside the server's task "
@@ -103,44 +141,45 @@ def register_tools(mcp: MCPServer, svc: Service) -> None:
     ) -> RegisterTaskResult:
         """Register a PyTorch reference module as a task (validates it; the same source returns the same task)."""
         who = caller("write")
-        return await run(svc.register_task, source=source, path=path, name=name, search=search, protocol=protocol,
+        return svc.tasks.register_task( source=source, path=path, name=name, search=search, protocol=protocol,
                          caller=who, synthetic=synthetic)
 
-    @mcp.tool(annotations=READ, title="List tasks")
-    async def list_tasks() -> ListTasksResult:
+    @tool(annotations=READ, title="List tasks")
+    def list_tasks() -> ListTasksResult:
         """List registered tasks with their node counts and best speedup."""
         caller("read")
-        return await run(svc.list_tasks)
+        return svc.tasks.list_tasks()
 
-    @mcp.tool(annotations=READ, title="Read a node")
-    async def get_node(
+    @tool(annotations=READ, title="Read a node")
+    def get_node(
         node_id: NodeId,
         include_code: Annotated[bool, Field(description="also return the node's source")] = False,
     ) -> NodeInfo:
         """One node of a search tree: status, metrics, feedback, parent (code only with include_code)."""
         caller("read")
-        return await run(svc.get_node, node_id, include_code)
+        return svc.tasks.get_node(node_id, include_code)
 
-    @mcp.tool(annotations=READ, title="Summarize a search tree")
-    async def tree_summary(
+    @tool(annotations=READ, title="Summarize a search tree")
+    def tree_summary(
         task_id: TaskId,
         top: Annotated[int, Field(ge=1, le=50, description="how many top nodes the text tree shows")] = 10,
     ) -> TreeSummary:
         """Counts by status, the best node, depth, budget left, and a compact text tree of the top nodes."""
         caller("read")
-        return await run(svc.tree_summary, task_id, top)
+        return svc.tasks.tree_summary(task_id, top)
 
-    @mcp.tool(annotations=APPEND, title="Choose the next step")
-    async def expand_node(task_id: TaskId) -> ExpandResult:
+    @tool(annotations=APPEND, title="Choose the next step")
+    def expand_node(task_id: TaskId) -> ExpandResult:
         """Select a node and a step (small refinement or large restructuring) by the search rules, and return
         what is needed to write the next kernel: instructions; the task's inputs, outputs, tolerance and device;
         the siblings already tried from this parent; for a small step the parent's code and feedback and the
         branch history, for a large step the pool of strong kernels and the reference; skill memory, hardware
         facts, and an expansion_id for evaluate_kernel."""
         who = caller("write")
-        return await run(svc.expand, task_id, who)
+        return svc.search.expand(task_id, who)
 
-    @mcp.tool(annotations=EVALUATE, title="Evaluate a kernel")
+    # The one async tool: waiting for an evaluation must not hold one of the SDK's worker threads.
+    @tool(annotations=EVALUATE, title="Evaluate a kernel")
     async def evaluate_kernel(
         task_id: TaskId,
         ctx: Context,
@@ -155,46 +194,34 @@ def register_tools(mcp: MCPServer, svc: Service) -> None:
         with a status and feedback. Identical code is not run again (duplicate=true). Long evaluations return
         status 'pending': poll get_node with the node_id."""
         who = caller("write")
-        node_id, job, duplicate = await run(svc.submit, task_id=task_id, source=source, edits=edits,
-                                            parent_node_id=parent_node_id, expansion_id=expansion_id, caller=who)
+        node_id, job, duplicate = await anyio.to_thread.run_sync(functools.partial(
+            svc.search.submit, task_id=task_id, source=source, edits=edits, parent_node_id=parent_node_id,
+            expansion_id=expansion_id, caller=who))
         if job is not None:
-            start = time.monotonic()
-            last_report = start
-            limit = cfg.wait_limit_s
-            while not job.done():
-                now = time.monotonic()
-                if now - start >= limit:
-                    break
-                if now - last_report >= cfg.progress_interval_s:
-                    last_report = now
-                    try:
-                        await ctx.report_progress(round(now - start, 1), limit, f"evaluating {node_id}")
-                    except Exception:
-                        pass
-                await anyio.sleep(0.05)
-        return await run(svc.node_result, node_id, duplicate)
+            await _await_job(job, ctx, node_id, cfg.wait_limit_s, cfg.progress_interval_s)
+        return await anyio.to_thread.run_sync(svc.search.node_result, node_id, duplicate)
 
-    @mcp.tool(annotations=READ, title="Best kernels")
-    async def best_candidates(
+    @tool(annotations=READ, title="Best kernels")
+    def best_candidates(
         task_id: TaskId,
         k: Annotated[int, Field(ge=1, le=50, description="how many kernels to return")] = 5,
         include_code: Annotated[bool, Field(description="also return each kernel's source")] = False,
     ) -> BestCandidatesResult:
         """The task's top correct kernels, fastest first, with metrics (code on request)."""
         caller("read")
-        return await run(svc.best_candidates, task_id, k, include_code)
+        return svc.tasks.best_candidates(task_id, k, include_code)
 
-    @mcp.tool(annotations=PROFILE, title="Profile a kernel")
-    async def profile_kernel(node_id: NodeId) -> ProfileResult:
+    @tool(annotations=PROFILE, title="Profile a kernel")
+    def profile_kernel(node_id: NodeId) -> ProfileResult:
         """Where a correct kernel's time goes: time per launched kernel (Triton and other), the share of device
         time in Triton kernels, achieved bandwidth and FLOP/s against the device's measured peaks and the
         distance to the task's floor, registers and spills where Triton reports them. Without a GPU only the
         task's floor (bytes, FLOPs) is reported, and the summary says why."""
         caller("read")
-        return await run(svc.profile, node_id)
+        return svc.search.profile(node_id)
 
-    @mcp.tool(annotations=READ, title="Skill memory")
-    async def get_skill_memory(
+    @tool(annotations=READ, title="Skill memory")
+    def get_skill_memory(
         task_id: Annotated[str | None, Field(max_length=100, description="rank rules by relevance to it")] = None,
         token_budget: Annotated[int, Field(ge=50, le=20000, description="size limit of `rendered`")] = 1500,
         include_candidates: Annotated[bool, Field(description="also unconfirmed rules (seen on fewer distinct tasks "
@@ -207,10 +234,10 @@ def register_tools(mcp: MCPServer, svc: Service) -> None:
         (yours and the team's, marked), each ranked by relevance to the task and frequency, with a ready-to-paste
         rendering and the memory's counts."""
         caller("read")
-        return await run(svc.skill_memory, task_id, token_budget, include_candidates, include_signatures)
+        return svc.skills.skill_memory(task_id, token_budget, include_candidates, include_signatures)
 
-    @mcp.tool(annotations=APPEND, title="Record a failure rule")
-    async def record_failure(
+    @tool(annotations=APPEND, title="Record a failure rule")
+    def record_failure(
         rule: Annotated[str, Field(min_length=1, max_length=MAX_RULE_CHARS,
                                    description="one-sentence validity rule: do X, not Y")],
         node_id: Annotated[str | None, Field(max_length=100, description="the failing node it explains")] = None,
@@ -230,20 +257,20 @@ def register_tools(mcp: MCPServer, svc: Service) -> None:
         arguments plus same_as=<its rule_id>. Do not use same_as for a rule about a different mistake on the same
         API (two different tl.dot mistakes are two rules)."""
         who = caller("write")
-        return await run(svc.record_failure, rule=rule, node_id=node_id, task_id=task_id,
+        return svc.skills.record_failure( rule=rule, node_id=node_id, task_id=task_id,
                          error_excerpt=error_excerpt, caller=who, same_as=same_as)
 
-    @mcp.tool(annotations=READ, title="Groups of look-alike rules")
-    async def list_rule_groups(
+    @tool(annotations=READ, title="Groups of look-alike rules")
+    def list_rule_groups(
         limit: Annotated[int, Field(ge=1, le=100, description="at most this many groups")] = 20,
     ) -> RuleGroupsResult:
         """Groups of stored rules that look alike (shared constructs, similar wording, the same failures), largest
         first, for the distill pass: merge with merge_rules the rules of a group that say the same thing."""
         caller("read")
-        return await run(svc.rule_groups, limit)
+        return svc.skills.rule_groups(limit)
 
-    @mcp.tool(annotations=MERGE_RULES, title="Merge rules")
-    async def merge_rules(
+    @tool(annotations=MERGE_RULES, title="Merge rules")
+    def merge_rules(
         rule_ids: Annotated[list[RuleId], Field(min_length=1, max_length=50, description="rules that say the "
                                                                                           "same thing")],
         into: Annotated[str | None, Field(max_length=MAX_ID_CHARS, description="the rule to keep (default: the "
@@ -254,51 +281,51 @@ def register_tools(mcp: MCPServer, svc: Service) -> None:
         count (the merged rule counts their distinct tasks); the merge is recorded with who made it and can be
         undone with unmerge_rules(merge_id)."""
         who = caller("write")
-        return await run(svc.memory.merge, rule_ids, into, reason, who)
+        return svc.memory.merge(rule_ids, into, reason, who)
 
-    @mcp.tool(annotations=MERGE_RULES, title="Undo a merge")
-    async def unmerge_rules(
+    @tool(annotations=MERGE_RULES, title="Undo a merge")
+    def unmerge_rules(
         merge_id: Annotated[str, Field(min_length=1, max_length=MAX_ID_CHARS, description="from merge_rules or "
                                                                                           "record_failure")],
     ) -> UnmergeResult:
         """Undo one merge: the rules it merged are separate rules again, with their own wording, evidence and
         counts."""
         who = caller("write")
-        return await run(svc.memory.unmerge, merge_id, who)
+        return svc.memory.unmerge(merge_id, who)
 
-    @mcp.tool(annotations=CHANGE_RULE, title="Retire a rule")
-    async def retire_rule(rule_id: RuleId) -> RuleDetail:
+    @tool(annotations=CHANGE_RULE, title="Retire a rule")
+    def retire_rule(rule_id: RuleId) -> RuleDetail:
         """Stop serving a rule (admin). Equivalent rules recorded later merge into it and stay retired."""
         who = caller("admin")
-        return await run(svc.memory.retire, rule_id, who)
+        return svc.memory.retire(rule_id, who)
 
-    @mcp.tool(annotations=CHANGE_RULE, title="Edit a rule")
-    async def edit_rule(
+    @tool(annotations=CHANGE_RULE, title="Edit a rule")
+    def edit_rule(
         rule_id: RuleId,
         text: Annotated[str, Field(min_length=1, max_length=MAX_RULE_CHARS, description="the new wording")],
     ) -> RuleDetail:
         """Replace a rule's wording (admin); the edited wording is kept when equivalent rules merge into it."""
         who = caller("admin")
-        return await run(svc.memory.edit, rule_id, text, who)
+        return svc.memory.edit(rule_id, text, who)
 
-    @mcp.tool(annotations=READ, title="Export the skill memory")
-    async def export_memory() -> MemoryDocument:
+    @tool(annotations=READ, title="Export the skill memory")
+    def export_memory() -> MemoryDocument:
         """The whole skill memory (rules, evidence, experiences) as a JSON document for import_memory or
         `adaexplore memory import`."""
         caller("read")
-        return await run(svc.memory.export)
+        return svc.memory.export()
 
-    @mcp.tool(annotations=MERGE, title="Import a skill memory")
-    async def import_memory(
+    @tool(annotations=MERGE, title="Import a skill memory")
+    def import_memory(
         document: Annotated[dict[str, Any], Field(description="a document from export_memory")],
     ) -> ImportMemoryResult:
         """Merge an exported memory into this one (admin): equivalent rules merge and their counts add up;
         importing the same document twice changes nothing."""
         who = caller("admin")
-        return await run(svc.memory.import_, document, who)
+        return svc.memory.import_(document, who)
 
-    @mcp.tool(annotations=SYNTH, title="Brief for a new task")
-    async def synthesize_task(
+    @tool(annotations=SYNTH, title="Brief for a new task")
+    def synthesize_task(
         n_seeds: Annotated[int, Field(ge=0, le=5, description="registered tasks to use as seeds")] = 2,
         n_ops: Annotated[int, Field(ge=0, le=6, description="torch.nn operators to work in")] = 2,
         seed: Annotated[int | None, Field(description="random seed, for a reproducible brief")] = None,
@@ -306,8 +333,28 @@ def register_tools(mcp: MCPServer, svc: Service) -> None:
         """Instructions for writing one new task by mutating registered tasks with new operators; register the
         result with register_task(synthetic=true)."""
         caller("read")
-        return await run(svc.synthesize, n_seeds, n_ops, seed)
+        return svc.skills.synthesize(n_seeds, n_ops, seed)
 
-    for tool in mcp._tool_manager.list_tools():
+    for registered in mcp._tool_manager.list_tools():
         # Docstrings carry their source indentation; tool pickers show it raw. One line, single spaces.
-        tool.description = " ".join((tool.description or "").split())
+        registered.description = " ".join((registered.description or "").split())
+
+
+async def _await_job(job: Future[None], ctx: Context, node_id: str, limit_s: float, every_s: float) -> None:
+    """Wait for an evaluation up to `limit_s` without holding a thread, telling the client every `every_s`
+    how long it has run: the job wakes this wait the moment it ends."""
+    done = asyncio.wrap_future(job)
+    start = time.monotonic()
+    while not done.done():
+        left = limit_s - (time.monotonic() - start)
+        if left <= 0:
+            return
+        await asyncio.wait([done], timeout=min(every_s, left))
+        if done.done():
+            break
+        try:
+            await ctx.report_progress(round(time.monotonic() - start, 1), limit_s, f"evaluating {node_id}")
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+            return  # the client hung up; the evaluation goes on and its node keeps the result
+    if not done.cancelled():
+        done.exception()  # the evaluation logs its own failures; this only marks the outcome as seen

@@ -14,7 +14,7 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> object:
     """Synthesis imports torch; load it only when asked for."""
     if name in ("SynthesisBrief", "operators", "synthesis_brief"):
         from . import synthesis

@@ -22,13 +22,12 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 
-
 @dataclass(frozen=True)
 class Concept:
     name: str
-    pattern: re.Pattern
+    pattern: re.Pattern[str]
     specific: bool = False
-    also: re.Pattern | None = None  # a second pattern that must match too
+    also: re.Pattern[str] | None = None  # a second pattern that must match too
 
 
 def _c(name: str, pattern: str, specific: bool = False, also: str | None = None) -> Concept:

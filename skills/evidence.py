@@ -24,7 +24,7 @@ def forbidden_construct(rule_text: str) -> str | None:
     return construct_of(part) if part else None
 
 
-def forbidden_pattern(rule_text: str) -> re.Pattern | None:
+def forbidden_pattern(rule_text: str) -> re.Pattern[str] | None:
     """A regex finding uses of the forbidden construct, or None when none can be checked.
 
     A construct written as a call in the rule (``tl.float32(x)``, ``max()``) only matches calls,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import sqlite3
 from dataclasses import dataclass, field
+from typing import Any
 
 from .keys import describe_key, rule_keys
 from .merging import add_evidence, add_keys, exists, first_match, key_matches, merge, new_rule, root, text_key
@@ -23,7 +24,7 @@ _EXPERIENCE_COLUMNS = ("id", "task_id", "node_id", "status", "error_class", "mes
                        "construct", "who", "created", "rule_id")
 
 
-def export_memory(conn: sqlite3.Connection, threshold: int) -> dict:
+def export_memory(conn: sqlite3.Connection, threshold: int) -> dict[str, Any]:
     """Everything another server needs to start from this memory (JSON-able)."""
     keys: dict[str, list[str]] = {}
     for r in conn.execute("SELECT rule_id, key FROM skill_rule_keys ORDER BY key"):
@@ -31,12 +32,12 @@ def export_memory(conn: sqlite3.Connection, threshold: int) -> dict:
     sigs: dict[str, list[str]] = {}
     for r in conn.execute("SELECT rule_id, signature FROM skill_rule_signatures ORDER BY signature"):
         sigs.setdefault(r[0], []).append(r[1])
-    evidence: dict[str, list[dict]] = {}
+    evidence: dict[str, list[dict[str, Any]]] = {}
     for r in conn.execute("""SELECT rule_id, task_id, node_id, who, text, error_excerpt, first_seen, last_seen
                              FROM skill_evidence ORDER BY id"""):
         d = dict(r)
         evidence.setdefault(d.pop("rule_id"), []).append(d)
-    contra: dict[str, list[dict]] = {}
+    contra: dict[str, list[dict[str, Any]]] = {}
     for r in conn.execute("SELECT rule_id, source_hash, task_id, node_id, seen FROM skill_contradictions"):
         d = dict(r)
         contra.setdefault(d.pop("rule_id"), []).append(d)
@@ -54,7 +55,7 @@ def export_memory(conn: sqlite3.Connection, threshold: int) -> dict:
             "rules": rules, "experiences": exps}
 
 
-def check_format(data: dict) -> None:
+def check_format(data: dict[str, Any]) -> None:
     """Raise ValueError unless ``data`` is a skill memory export."""
     if not isinstance(data, dict) or data.get("format") != EXPORT_FORMAT:
         fmt = data.get("format") if isinstance(data, dict) else type(data).__name__
@@ -65,15 +66,15 @@ def check_format(data: dict) -> None:
 class Prepared:
     """An exported rule row with everything derived from its text computed before any lock is taken."""
 
-    row: dict
+    row: dict[str, Any]
     text: str
     keys: list[str]
     strong: list[str]
     construct: str | None
-    evidence: list[tuple[dict, str, str]] = field(default_factory=list)  # (row, text, text key)
+    evidence: list[tuple[dict[str, Any], str, str]] = field(default_factory=list)  # (row, text, text key)
 
 
-def prepare_rules(rules: list[dict]) -> list[Prepared]:
+def prepare_rules(rules: list[dict[str, Any]]) -> list[Prepared]:
     """Normalize wordings and compute keys, constructs and evidence text keys (no database access)."""
     out = []
     for rule in rules:
@@ -149,11 +150,12 @@ def import_merges(conn: sqlite3.Connection, rules: list[Prepared], who: str, sum
             merge(conn, target, [rid], f"import:{who}", "merged in the imported memory", now())
 
 
-def import_experiences(conn: sqlite3.Connection, experiences: list[dict], who: str, summary: ImportSummary) -> None:
+def import_experiences(conn: sqlite3.Connection, experiences: list[dict[str, Any]], who: str, summary: ImportSummary) -> None:
     cols = _EXPERIENCE_COLUMNS
     for x in experiences:
         vals = [x.get(c) for c in cols]
-        vals[11] = summary.id_map.get(x.get("rule_id"), x.get("rule_id"))
+        old_rule = x.get("rule_id")
+        vals[11] = summary.id_map.get(old_rule, old_rule) if old_rule is not None else None
         vals[9] = vals[9] or who
         summary.experiences_added += conn.execute(
             f"INSERT OR IGNORE INTO skill_experiences VALUES ({','.join('?' * len(cols))})", vals).rowcount

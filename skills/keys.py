@@ -20,10 +20,18 @@ import hashlib
 import re
 from functools import lru_cache
 
-from .signature import API_RE, BUILTIN_NAMES, TL_DTYPES, _canon_api, construct_family, forbidden_part, normalize_message
-from .signature import signature as error_signature
-from .signature import split_excerpt
 from .concepts import GENERIC, canonical_text, concepts
+from .signature import (
+    API_RE,
+    BUILTIN_NAMES,
+    TL_DTYPES,
+    _canon_api,
+    construct_family,
+    forbidden_part,
+    normalize_message,
+    split_excerpt,
+)
+from .signature import signature as error_signature
 
 _METHOD_RE = re.compile(r"(?<=[\w\])])\.([a-z_]\w*)\s*\(|(?<![\w.])\.([a-z_]\w*)\(")
 _CALL_RE = re.compile(r"(?<![\w.])([a-z_]\w*)\s*\(")

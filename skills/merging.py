@@ -31,7 +31,7 @@ _DO_RE = re.compile(r"\b(use|cast|call|mark|declare|replace|prefer|convert|keep|
                     r"load|store|add|set|check|apply|accumulate|launch|wrap)\b", re.I)
 
 
-def wording_key(text: str) -> tuple:
+def wording_key(text: str) -> tuple[bool, bool, int, str]:
     """Sort key of wordings, best first: has both a do and a don't part, then shorter."""
     dont = forbidden_part(text)
     rest = text.replace(dont, " ") if dont else text
@@ -49,8 +49,10 @@ def roots_of(parent: dict[str, str | None]) -> dict[str, str]:
     out: dict[str, str] = {}
     for rid in parent:
         cur, hops = rid, 0
-        while parent.get(cur) and parent[cur] in parent and hops < 64:
-            cur, hops = parent[cur], hops + 1
+        nxt = parent.get(cur)
+        while nxt is not None and nxt in parent and hops < 64:
+            cur, hops = nxt, hops + 1
+            nxt = parent.get(cur)
         out[rid] = cur
     return out
 
@@ -91,7 +93,8 @@ def new_rule(conn: sqlite3.Connection, text: str, now: float, rule_id: str | Non
     return candidate
 
 
-def add_evidence(conn, rule_id, task_id, node_id, who, text, excerpt, first, last, tkey: str | None = None) -> bool:
+def add_evidence(conn: sqlite3.Connection, rule_id: str, task_id: str, node_id: str, who: str, text: str,
+                 excerpt: str | None, first: float, last: float, tkey: str | None = None) -> bool:
     """Add one evidence row, or widen the seen-interval of the same occasion; True if new."""
     key = (rule_id, task_id, node_id, who, tkey or text_key(text))
     cur = conn.execute(
@@ -110,13 +113,13 @@ def add_keys(conn: sqlite3.Connection, rule_id: str, keys: list[str]) -> None:
     conn.executemany("INSERT OR IGNORE INTO skill_rule_keys VALUES (?,?)", [(rule_id, k) for k in keys])
 
 
-def first_match(conn: sqlite3.Connection, key: str, but: str, skip: set[str] | frozenset = frozenset()) -> str | None:
+def first_match(conn: sqlite3.Connection, key: str, but: str, skip: set[str] | frozenset[str] = frozenset()) -> str | None:
     """One stored rule row that has ``key``, outside ``but``'s cluster and not in ``skip`` (None: no such row)."""
     but_root = root(conn, but)
     for (rid,) in conn.execute("SELECT rule_id FROM skill_rule_keys WHERE key=? AND rule_id != ? ORDER BY rule_id",
                                (key, but)):
         if rid not in skip and root(conn, rid) != but_root:
-            return rid
+            return str(rid)
     return None
 
 

@@ -119,7 +119,7 @@ def look_alike_groups(candidates: list[Candidate], min_score: float = GROUP_MIN,
     """
     buckets: dict[str, list[int]] = {}
     for i, c in enumerate(candidates):
-        keys = set()
+        keys: set[str] = set()
         for w in c.wordings:
             keys |= wording(w).cons
         keys |= {"sig:" + s for s in c.signatures}

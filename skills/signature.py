@@ -25,7 +25,7 @@ BUILTIN_NAMES = frozenset(n for n in dir(builtins) if not n.startswith("_") and 
 KEEP_WORDS = CODE_WORDS | BUILTIN_NAMES | TL_DTYPES | frozenset({
     "cuda", "cpu", "triton", "torch", "tl", "nn", "F", "ptx", "ptxas", "llvm", "mlir", "tf32", "ieee",
     "num_warps", "num_stages", "num_ctas", "block_ptr", "make_block_ptr", "grid", "stride",
-    "out_of_resources", "dtype", "device", "grid", "kernel", "shared_memory", "program_id", "num_programs", "tensor", "pointer_type",
+    "out_of_resources", "dtype", "device", "kernel", "shared_memory", "program_id", "num_programs", "tensor", "pointer_type",
 })
 """Words kept verbatim even when they look like identifiers (underscores, digits)."""
 
@@ -77,8 +77,8 @@ def _is_code_name(word: str) -> bool:
     return word not in KEEP_WORDS and not word.endswith(("Error", "Exception", "Warning"))
 
 
-def _quoted(match: re.Match) -> str:
-    inner = match.group(2).strip()
+def _quoted(match: re.Match[str]) -> str:
+    inner: str = match.group(2).strip()
     if " " in inner:  # a quoted sentence, not a name: keep its words
         return inner
     if API_RE.fullmatch(inner) or inner in KEEP_WORDS:
@@ -141,7 +141,7 @@ def normalize_message(error_class: str, message: str) -> str:
     text = _QUOTED_RE.sub(_quoted, text)
     protected: list[str] = []
 
-    def protect(m: re.Match) -> str:
+    def protect(m: re.Match[str]) -> str:
         protected.append(_canon_api(m.group(1)))
         return chr(0xE000 + len(protected) - 1)
 

@@ -56,7 +56,7 @@ with warnings.catch_warnings():  # the field name "construct" is part of the pub
         active: bool = False
         contradicted: bool = False
         retired: bool = False
-        construct: str | None = None
+        construct: str | None = None  # type: ignore[assignment]  # shadows the deprecated BaseModel.construct
         tasks: list[str] = Field(default_factory=list)
         first_seen: float | None = None
         last_seen: float | None = None

@@ -16,23 +16,55 @@ export/import in ``exchange``.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import sqlite3
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
+from ..common.db import Database, DatabaseBusy, Schema, add_column, is_busy, script
 from ..common.vocab import Status
 from .evidence import code_uses, forbidden_construct, uses_forbidden
-from .exchange import (EXPORT_FORMAT, check_format, export_memory, import_experiences, import_merges,
-                       import_rules, prepare_rules)
+from .exchange import (
+    EXPORT_FORMAT,
+    check_format,
+    export_memory,
+    import_experiences,
+    import_merges,
+    import_rules,
+    prepare_rules,
+)
 from .keys import constructs, describe_key, error_key, forbidden, names_construct_of, rule_keys
-from .merging import (UnknownMergeError, add_evidence, add_keys, exists, key_matches, merge, new_rule,
-                      resolve, root, roots_of, text_key, unmerge, wording_key)
-from .models import (CloseRule, GroupMember, ImportSummary, MemoryBusyError, MemoryView, MergeOutcome,
-                     RecordOutcome, SignatureCount, UnknownRuleError)
+from .merging import (
+    UnknownMergeError,
+    add_evidence,
+    add_keys,
+    exists,
+    key_matches,
+    merge,
+    new_rule,
+    resolve,
+    root,
+    roots_of,
+    text_key,
+    unmerge,
+    wording_key,
+)
+from .models import (
+    CloseRule,
+    GroupMember,
+    ImportSummary,
+    MemoryBusyError,
+    MemoryView,
+    MergeOutcome,
+    RecordOutcome,
+    SignatureCount,
+    UnknownRuleError,
+)
 from .models import now as _now
 from .proposals import Candidate, closest, look_alike_groups
 from .signature import construct_of, normalize_message, signature, split_excerpt
@@ -80,91 +112,75 @@ CREATE TABLE IF NOT EXISTS skill_merges (
     created REAL NOT NULL, undone REAL, undone_by TEXT);
 CREATE INDEX IF NOT EXISTS skill_merges_into ON skill_merges (into_id);
 """
-_SCHEMA_VERSION = 3
 
 
-def _is_busy(exc: sqlite3.OperationalError) -> bool:
-    return "locked" in str(exc) or "busy" in str(exc)
+def _tables(conn: sqlite3.Connection) -> None:
+    """The tables of the release before `user_version`, from any earlier file; every rule's merge keys."""
+    script(_SCHEMA)(conn)
+    add_column(conn, "skill_rules", "merged_into", "TEXT")  # a memory written before merges were recorded
+    for r in conn.execute("SELECT id, text FROM skill_rules").fetchall():
+        add_keys(conn, r["id"], rule_keys(r["text"]))
+    conn.execute("DELETE FROM skill_meta WHERE k = 'schema'")  # the version is user_version now
+
+
+SCHEMA = Schema("skills", slot=1, steps=[_tables])
+"""The skill memory's tables: slot 1 of the file's `user_version`."""
 
 
 class MemoryStore:
-    """Skill memory in the SQLite file ``db_path`` (tables prefixed ``skill_``).
+    """Skill memory in the SQLite file ``db`` (a path, or the server's open `Database`; tables ``skill_*``).
 
     ``write_wait_s`` bounds how long one write waits for the write lock, ``read_wait_s`` how long
     a read waits (reads only wait while the file is being created or checkpointed).
     """
 
-    def __init__(self, db_path: str | Path, threshold: int = 3, contradiction_min: int = 2,
+    def __init__(self, db: str | Path | Database, threshold: int = 3, contradiction_min: int = 2,
                  write_wait_s: float = 10.0, read_wait_s: float = 5.0, import_batch: int = 250,
                  import_pause_s: float = 0.02):
-        self.db_path = str(db_path)
         self.threshold = int(threshold)
         self.contradiction_min = int(contradiction_min)
         self.write_wait_s = float(write_wait_s)
         self.read_wait_s = float(read_wait_s)
         self.import_batch = max(1, int(import_batch))
         self.import_pause_s = float(import_pause_s)
-        self._memory_cache: dict[tuple, MemoryView] = {}  # keyed by the memory's version
-        if self._schema_version() < _SCHEMA_VERSION:
-            self._create_schema()
+        self._memory_cache: dict[tuple[object, ...], MemoryView] = {}  # keyed by the memory's version
+        self.db = db if isinstance(db, Database) else Database(db, wait_s=self.write_wait_s)
+        self.db_path = str(self.db.path)
+        with self._busy(self.write_wait_s):
+            self.db.migrate(SCHEMA)
 
     # -- connections ---------------------------------------------------------------------
     @contextmanager
-    def _conn(self, wait_s: float | None = None) -> Iterator[sqlite3.Connection]:
-        wait = self.read_wait_s if wait_s is None else wait_s
-        conn = sqlite3.connect(self.db_path, timeout=wait, isolation_level=None, check_same_thread=False)
+    def _busy(self, wait_s: float) -> Iterator[None]:
+        """A write lock held past this operation's bound becomes `MemoryBusyError` (nothing changed)."""
         try:
-            conn.execute(f"PRAGMA busy_timeout={int(wait * 1000)}")
-            conn.execute("PRAGMA synchronous=NORMAL")
-            conn.row_factory = sqlite3.Row
-            yield conn
+            yield
+        except DatabaseBusy:
+            raise MemoryBusyError(
+                f"the skill memory is busy: another writer (e.g. an import) held its lock for more than "
+                f"{wait_s:g} s; nothing was changed, try again in a moment") from None
         except sqlite3.OperationalError as exc:
-            if _is_busy(exc):
+            if is_busy(exc):
                 raise MemoryBusyError(
                     f"the skill memory is busy: another writer (e.g. an import) held its lock for more than "
-                    f"{wait:g} s; nothing was changed, try again in a moment") from None
+                    f"{wait_s:g} s; nothing was changed, try again in a moment") from None
             raise
-        finally:
-            conn.close()
+
+    @contextmanager
+    def _conn(self) -> Iterator[sqlite3.Connection]:
+        """This thread's connection, for reads."""
+        with self._busy(self.read_wait_s):
+            conn = self.db.conn()
+            conn.execute(f"PRAGMA busy_timeout={int(self.read_wait_s * 1000)}")
+            yield conn
 
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
         """A write transaction that holds the write lock from its first statement."""
-        with self._conn(self.write_wait_s) as conn:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                yield conn
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
+        with self._busy(self.write_wait_s), self.db.write(self.write_wait_s) as conn:
+            yield conn
             # Every write moves the version, so readers can cache what they derive from it.
             conn.execute("UPDATE skill_meta SET v = v + 1 WHERE k = 'version'")
-            conn.execute("COMMIT")
-
-    def _schema_version(self) -> int:
-        try:
-            with self._conn() as conn:
-                row = conn.execute("SELECT v FROM skill_meta WHERE k='schema'").fetchone()
-                return int(row[0]) if row else 0
-        except sqlite3.OperationalError:
-            return 0
-
-    def _create_schema(self) -> None:
-        with self._conn(self.write_wait_s) as conn:
-            try:
-                conn.execute("PRAGMA journal_mode=WAL")
-            except sqlite3.OperationalError:  # pragma: no cover - e.g. a read-only medium
-                pass
-        with self._tx() as conn:
-            for stmt in _SCHEMA.split(";"):
-                if stmt.strip():
-                    conn.execute(stmt)
-            cols = {r[1] for r in conn.execute("PRAGMA table_info(skill_rules)")}
-            if "merged_into" not in cols:  # a memory written before merges were recorded
-                conn.execute("ALTER TABLE skill_rules ADD COLUMN merged_into TEXT")
-            for r in conn.execute("SELECT id, text FROM skill_rules").fetchall():  # keys of this version
-                add_keys(conn, r["id"], rule_keys(r["text"]))
-            conn.execute("INSERT OR REPLACE INTO skill_meta (k, v) VALUES ('schema', ?)", (_SCHEMA_VERSION,))
 
     def _views(self, conn: sqlite3.Connection, rule_ids: list[str] | None = None,
                with_variants: bool = False) -> list[RuleView]:
@@ -215,7 +231,7 @@ class MemoryStore:
         failures: list[tuple[str, str, str]] = []  # (error class, message, where from)
         if node_id:
             q = "SELECT error_class, message FROM skill_experiences WHERE node_id=?"
-            args: tuple = (node_id,)
+            args: tuple[str, ...] = (node_id,)
             if task_id:
                 q, args = q + " AND task_id=?", (node_id, task_id)
             failures += [(r["error_class"], r["message"], f"node {node_id}") for r in conn.execute(q, args)]
@@ -273,13 +289,15 @@ class MemoryStore:
                 if k != keys[0] and rr not in (own_root, target) and all(rr != x for _, x in strong):
                     strong.append((k, rr))
             fresh = own is None
-            if fresh:
-                own = own_root = new_rule(conn, text, now)
+            if own is None:
+                own = new_rule(conn, text, now)
+            own_root = own_root or own
             if target is not None:
                 if own_root != target:
                     mid = merge(conn, target, [own], who, f"confirmed by {who}: same rule as {target}", now)
                     merged_rules.append(own_root)
-                    merge_ids.append(mid)
+                    if mid is not None:
+                        merge_ids.append(mid)
                     reason = f"merged into {target}: {who} confirmed it is the same rule (same_as)"
                 else:
                     reason = f"already part of {target}"
@@ -459,12 +477,12 @@ class MemoryStore:
         return view
 
     # -- exchange ------------------------------------------------------------------------
-    def export(self) -> dict:
+    def export(self) -> dict[str, Any]:
         """Everything another server needs to start from this memory (JSON-able)."""
         with self._conn() as conn:
             return export_memory(conn, self.threshold)
 
-    def _batch(self, work) -> None:
+    def _batch(self, work: Callable[[sqlite3.Connection], object]) -> None:
         """One import batch in its own write transaction, then a pause at least as long as the lock was held,
         so that a writer waiting meanwhile (``record_failure``, ``evaluate_kernel``) gets its turn."""
         t0 = time.perf_counter()
@@ -472,7 +490,7 @@ class MemoryStore:
             work(conn)
         time.sleep(max(self.import_pause_s, time.perf_counter() - t0))
 
-    def import_(self, data: dict, who: str) -> ImportSummary:
+    def import_(self, data: dict[str, Any], who: str) -> ImportSummary:
         """Merge an export into this memory in bounded batches; importing the same file twice changes nothing.
 
         Wordings are analysed before any lock is taken; each batch is then one short write transaction,
@@ -483,9 +501,11 @@ class MemoryStore:
         summary = ImportSummary()
         rules = prepare_rules(list(data.get("rules", [])))  # the costly part, outside any lock
         exps = list(data.get("experiences", []))
-        for step in (lambda c, b: import_rules(c, b, who, summary), lambda c, b: import_merges(c, b, who, summary)):
-            for i in range(0, len(rules), self.import_batch):
-                self._batch(lambda conn: step(conn, rules[i:i + self.import_batch]))
-        for i in range(0, len(exps), self.import_batch * 4):
-            self._batch(lambda conn: import_experiences(conn, exps[i:i + self.import_batch * 4], who, summary))
+        n = self.import_batch
+        for i in range(0, len(rules), n):
+            self._batch(functools.partial(import_rules, rules=rules[i:i + n], who=who, summary=summary))
+        for i in range(0, len(rules), n):
+            self._batch(functools.partial(import_merges, rules=rules[i:i + n], who=who, summary=summary))
+        for i in range(0, len(exps), n * 4):
+            self._batch(functools.partial(import_experiences, experiences=exps[i:i + n * 4], who=who, summary=summary))
         return summary

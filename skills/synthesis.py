@@ -25,7 +25,7 @@ _NONDETERMINISTIC = ("Dropout", "RReLU", "Fractional")
 _SIMPLE_TYPES = (int, float, bool, str, tuple, list, type(None))
 
 
-def _simple_annotation(annotation) -> bool:
+def _simple_annotation(annotation: object) -> bool:
     """True for ints, floats, bools, strings, tuples/lists of them and unions of those."""
     if annotation is inspect.Parameter.empty:
         return True
@@ -47,10 +47,11 @@ def _usable(cls: type) -> bool:
         return False
     if inspect.isabstract(cls) or not cls.__module__.startswith("torch.nn.modules"):
         return False
-    if cls.forward is nn.Module.forward:
+    if getattr(cls, "forward", None) is nn.Module.forward:
         return False
     try:
-        params = list(inspect.signature(cls.__init__).parameters.values())[1:]
+        # the constructor's own parameters, without self
+        params = list(inspect.signature(cls.__init__).parameters.values())[1:]  # type: ignore[misc]
     except (TypeError, ValueError):
         return False
     for p in params:

@@ -26,12 +26,13 @@ def rule_views(conn: sqlite3.Connection, threshold: int, contradiction_min: int,
         members.setdefault(r, []).append(rid)
     wanted = sorted(members) if rule_ids is None else sorted({roots[r] for r in rule_ids if r in roots})
     ids = [m for r in wanted for m in members[r]]
-    where, args = "", ()
+    where = ""
+    args: tuple[str, ...] = ()
     if rule_ids is not None:
         where, args = f"WHERE id IN ({','.join('?' * len(ids))})", tuple(ids)
     rows = {r["id"]: r for r in conn.execute(f"SELECT * FROM skill_rules {where}", args)}
     rwhere = where.replace("id IN", "rule_id IN")
-    ev: dict[str, list] = {}
+    ev: dict[str, list[sqlite3.Row]] = {}
     for r in conn.execute(f"SELECT rule_id, task_id, who, text, text_key, first_seen, last_seen FROM skill_evidence "
                           f"{rwhere} ORDER BY id", args):
         ev.setdefault(roots.get(r["rule_id"], r["rule_id"]), []).append(r)

@@ -1,6 +1,7 @@
 import os
 
-# torch.compile baselines cost 10-20 s per task; tests that need them ask for them explicitly.
+# torch.compile baselines cost 10-20 s per task; tests that need them ask for them explicitly. Servers
+# read this through their settings; evaluators made here are given the same.
 os.environ.setdefault("ADAEXPLORE_BASELINES", "eager")
 
 # Candidate kernels run through Triton's interpreter when no GPU is present.
@@ -28,14 +29,14 @@ def evaluator(tmp_path_factory):
     """One evaluator (one warm parent process) shared by the whole test session."""
     from adaexplore.evaluator.service import Evaluator
 
-    ev = Evaluator(work_dir=tmp_path_factory.mktemp("evaluator"))
+    ev = Evaluator(work_dir=tmp_path_factory.mktemp("evaluator"), baselines=("eager",))
     yield ev
     ev.close()
 
 
 def example_task(name: str, **protocol):
-    from adaexplore.evaluator.task import load_task_file
     from adaexplore.evaluator.results import EvalProtocol
+    from adaexplore.evaluator.task import load_task_file
 
     task = load_task_file(EXAMPLES / "tasks" / f"{name}.py")
     if protocol:

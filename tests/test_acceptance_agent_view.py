@@ -16,9 +16,9 @@ import sys
 import anyio
 import pytest
 from mcp import Client, StdioServerParameters
+from server_support import EXAMPLES, compile_error_kernel, env, variant
 
 from adaexplore.evaluator.lint.names import KNOWN_REPLACEMENTS, LIBDEVICE_IN_INTERPRETER
-from server_support import EXAMPLES, compile_error_kernel, env, variant
 
 GOOD = variant("04")
 TANH = GOOD.replace("num = tl.exp(", "num = tl.tanh(")

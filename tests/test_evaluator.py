@@ -1,11 +1,10 @@
 """The evaluator end to end: every status, every example task and kernel, task flags."""
 
 import pytest
-
-from adaexplore.evaluator.task import Task, TaskError, check_task_source, load_task_folder
-from adaexplore.evaluator.results import Status, to_json
-
 from conftest import EXAMPLES, HAS_CUDA, example_task, gpu
+
+from adaexplore.evaluator.results import Status, to_json
+from adaexplore.evaluator.task import Task, TaskError, check_task_source, load_task_folder
 
 TASKS = ["softmax", "gelu_scale", "rmsnorm", "matmul_bias_relu", "conv_bias_relu", "fused_add_mul"]
 

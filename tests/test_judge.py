@@ -7,13 +7,12 @@ import os
 
 import pytest
 import torch
+from conftest import EXAMPLES, example_task
 
 from adaexplore.evaluator.judge.store import BudgetExceeded, OutputStore
+from adaexplore.evaluator.results import Status
 from adaexplore.evaluator.service import Evaluator
 from adaexplore.evaluator.task import Task, check_task_source
-from adaexplore.evaluator.results import Status
-
-from conftest import EXAMPLES, example_task
 
 BIG_TASK = '''
 import torch

@@ -9,12 +9,12 @@ import sys
 
 import pytest
 import torch
+from conftest import HAS_CUDA
 
 from adaexplore.evaluator import lint
 from adaexplore.evaluator.lint import names
 from adaexplore.evaluator.lint.names import KNOWN_REPLACEMENTS, LIBDEVICE_IN_INTERPRETER, Replacement
 from adaexplore.evaluator.results import EvalResult
-from conftest import HAS_CUDA
 
 INTERPRET = os.environ.get("TRITON_INTERPRET", "") not in ("", "0")
 MODES = [

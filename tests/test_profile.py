@@ -4,15 +4,29 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from conftest import EXAMPLES, HAS_CUDA, example_task, gpu
 
 from adaexplore.evaluator.profile import (
-    DevicePeaks, KernelCapture, PeaksCache, ProfileReport, TritonKernelInfo, build_report, device_rows,
-    floor_ms, flops_peak, is_triton_kernel, jit_function_names, kernel_breakdown, peaks_key, plausible_peaks,
-    short_kernel_name, summarize_profile, task_floor)
+    DevicePeaks,
+    KernelCapture,
+    PeaksCache,
+    ProfileReport,
+    TritonKernelInfo,
+    build_report,
+    device_rows,
+    floor_ms,
+    flops_peak,
+    is_triton_kernel,
+    jit_function_names,
+    kernel_breakdown,
+    peaks_key,
+    plausible_peaks,
+    short_kernel_name,
+    summarize_profile,
+    task_floor,
+)
 from adaexplore.evaluator.results import ErrorInfo, EvalProtocol, to_json
 from adaexplore.evaluator.worker import harness
-
-from conftest import EXAMPLES, HAS_CUDA, example_task, gpu
 
 H200_LIKE = DevicePeaks(device_name="NVIDIA H200", torch_version="2.11.0", copy_gbps=4300.0,
                         bf16_tflops=750.0, fp32_tflops=50.0, tf32_tflops=380.0)

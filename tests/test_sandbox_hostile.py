@@ -18,12 +18,11 @@ import threading
 import time
 
 import pytest
+from conftest import EXAMPLES, example_task
 
+from adaexplore.evaluator.results import Status
 from adaexplore.evaluator.sandbox.confine import LEVEL_FULL
 from adaexplore.evaluator.service import Evaluator
-from adaexplore.evaluator.results import Status
-
-from conftest import EXAMPLES, example_task
 
 SOFTMAX = (EXAMPLES / "kernels" / "softmax.py").read_text()
 ATTACK = '''

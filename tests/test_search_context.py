@@ -3,15 +3,16 @@
 import random
 from collections import Counter
 
-
-from adaexplore.search import (
-    PendingView, SearchParams, best_nodes, budget_left, large_step_context, small_step_context,
-)
-
 from search_trees import P, build, tree
 
-
-
+from adaexplore.search import (
+    PendingView,
+    SearchParams,
+    best_nodes,
+    budget_left,
+    large_step_context,
+    small_step_context,
+)
 
 # root -> A(large) -> a1 -> a2 -> B(large, widened from a2) -> b1 -> b2 -> b3 -> b4 -> b5 -> b6
 CHAIN = tree(

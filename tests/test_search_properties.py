@@ -6,8 +6,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from adaexplore.search import (
-    REWARD_MAX, REWARDS, NodeView, PendingView, SearchParams, TreeIndex, best_nodes, choose_action,
-    large_step_context, select, small_step_context,
+    REWARD_MAX,
+    REWARDS,
+    NodeView,
+    PendingView,
+    SearchParams,
+    TreeIndex,
+    best_nodes,
+    choose_action,
+    large_step_context,
+    select,
+    small_step_context,
 )
 
 STATUSES = [None, "correct", "correct", "correct", "wrong_output", "compile_error", "timeout", "infra_error"]

@@ -4,12 +4,17 @@ import math
 import random
 
 import pytest
+from search_trees import P, build, tree
 
 from adaexplore.search import (
-    PendingView, SearchParams, choose_action, paper_reward, select, uct_score, widen_score,
+    PendingView,
+    SearchParams,
+    choose_action,
+    paper_reward,
+    select,
+    uct_score,
+    widen_score,
 )
-
-from search_trees import P, build, tree
 
 R1 = paper_reward("correct", 1.0)
 R10 = paper_reward("correct", 10.0)

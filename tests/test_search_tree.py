@@ -3,10 +3,9 @@
 import time
 
 import pytest
+from search_trees import P, build, tree
 
 from adaexplore.search import NodeView, PendingView, SearchParams, paper_reward
-
-from search_trees import P, build, tree
 
 R1 = paper_reward("correct", 1.0)  # 0.50909...
 R10 = paper_reward("correct", 10.0)  # 1.6

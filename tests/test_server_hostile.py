@@ -7,10 +7,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from mcp import Client
+from server_support import SOFTMAX, variant
 
 from adaexplore.server.app import build_server
 from adaexplore.server.config import ServerConfig
-from server_support import SOFTMAX, variant
 
 BIG = "y" * (256 * 1024 + 10)
 # Non-finite floats are left out: the client sends them as JSON null, which an optional argument accepts.
@@ -61,7 +61,7 @@ def cases(tid: str):
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     mcp, svc = build_server(ServerConfig(data_dir=tmp_path_factory.mktemp("hostile")))
-    tid = svc.register_task(source=SOFTMAX, path=None, name="softmax", search=None, protocol=None,
+    tid = svc.tasks.register_task(source=SOFTMAX, path=None, name="softmax", search=None, protocol=None,
                             caller="local").task_id
     yield mcp, svc, tid
     svc.close()
@@ -113,7 +113,7 @@ OS_ERRORS = {
 def own_task(tmp_path_factory):
     """A server of its own, so that these nodes stay out of the hostile test's database."""
     mcp, svc = build_server(ServerConfig(data_dir=tmp_path_factory.mktemp("os-errors")))
-    tid = svc.register_task(source=SOFTMAX, path=None, name="softmax", search=None, protocol=None,
+    tid = svc.tasks.register_task(source=SOFTMAX, path=None, name="softmax", search=None, protocol=None,
                             caller="local").task_id
     yield mcp, tid
     svc.close()

@@ -6,10 +6,10 @@ import time
 import anyio
 import httpx2
 import pytest
+from server_support import SLEEPY, SOFTMAX, HttpServer, compile_error_kernel, http_client, issue_token
 
 from adaexplore.search import NodeView, SearchParams, TreeIndex
 from adaexplore.server.store import Store
-from server_support import SLEEPY, SOFTMAX, HttpServer, compile_error_kernel, http_client, issue_token
 
 INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
         "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}

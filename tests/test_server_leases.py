@@ -6,7 +6,6 @@ import time
 
 import anyio
 import pytest
-
 from server_support import SLEEPY, SOFTMAX, HttpServer, http_client, issue_token
 
 LEASE_S = 3.0

@@ -3,12 +3,23 @@ token budget, experiences, synthesis, export/import (in memory); scopes and conc
 
 import anyio
 import pytest
+from server_support import (
+    EXAMPLES,
+    SOFTMAX,
+    HttpServer,
+    cli,
+    compile_error_kernel,
+    http_client,
+    issue_token,
+    tool,
+    variant,
+)
+from server_support import in_memory as call
 
 from adaexplore.server.app import build_server
 from adaexplore.server.config import ServerConfig
 from adaexplore.server.store import Store
 from adaexplore.skills.render import estimate_tokens
-from server_support import in_memory as call, tool, EXAMPLES, SOFTMAX, HttpServer, cli, compile_error_kernel, http_client, issue_token, variant
 
 F32 = "Do not call tl.float32(x); use x.to(tl.float32)"
 CAST_WORDINGS = [
@@ -52,7 +63,7 @@ def server(tmp_path_factory):
     mcp, svc = build_server(cfg)
     ids = {}
     for name in ("softmax", "gelu_scale", "fused_add_mul", "conv_bias_relu"):
-        ids[name] = svc.register_task(source=task_source(name), path=None, name=name, search=None, protocol=None,
+        ids[name] = svc.tasks.register_task(source=task_source(name), path=None, name=name, search=None, protocol=None,
                                       caller="local").task_id
     yield mcp, svc, ids
     svc.close()

@@ -6,11 +6,12 @@ import threading
 import time
 
 import pytest
+from server_support import SOFTMAX, compile_error_kernel, tool, variant
+from server_support import in_memory as call
 
 from adaexplore.server.app import build_server
 from adaexplore.server.config import ServerConfig
 from adaexplore.skills.store import MemoryStore
-from server_support import in_memory as call, tool, SOFTMAX, compile_error_kernel, variant
 
 GOOD = variant("04")
 KERNEL_LINE = "    num = tl.exp(x - tl.max(x, axis=0))\n"
@@ -40,7 +41,7 @@ LESSONS = {
 @pytest.fixture
 def fresh(tmp_path):
     mcp, svc = build_server(ServerConfig(data_dir=tmp_path, wait_limit_s=120, seed=0))
-    task = svc.register_task(source=SOFTMAX, path=None, name="softmax", search=None, protocol=None,
+    task = svc.tasks.register_task(source=SOFTMAX, path=None, name="softmax", search=None, protocol=None,
                              caller="local").task_id
     yield mcp, svc, task
     svc.close()

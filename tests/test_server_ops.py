@@ -12,9 +12,9 @@ import anyio
 import httpx
 import orjson
 import pytest
+from server_support import SLEEPY, SOFTMAX, HttpServer, compile_error_kernel, env, http_client, issue_token
 
 from adaexplore.server.store import Store
-from server_support import SLEEPY, SOFTMAX, HttpServer, compile_error_kernel, env, http_client, issue_token
 
 DEEP_SUM = ("import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x"
             + "+x" * 60000 + "\ndef get_inputs():\n    return [torch.randn(4)]\ndef get_init_inputs():\n    return []\n")
@@ -183,7 +183,7 @@ def test_sigterm_settles_the_running_evaluation_and_exits_0(served):
     node = store.get_node(slow.structured_content["node_id"], with_source=False)
     store.close()
     assert pending == 0
-    assert node["status"] == "infra_error" and "shut down" in node["feedback"]
+    assert node.status == "infra_error" and "shut down" in node.feedback
 
 
 @pytest.mark.parametrize("sig", ["SIGTERM", "SIGINT"])

@@ -1,10 +1,10 @@
 """The server evaluates through one pool per visible GPU (one CPU pool without a GPU)."""
 
+from conftest import HAS_CUDA
+
 from adaexplore.evaluator.fleet import EvaluatorFleet
 from adaexplore.server.config import ServerConfig
 from adaexplore.server.evaluation import EvaluatorHolder
-
-from conftest import HAS_CUDA
 
 
 def test_server_uses_a_pool_per_device(tmp_path):

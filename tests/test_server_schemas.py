@@ -4,8 +4,8 @@ Regenerate after an intended change with:  ADAEXPLORE_UPDATE_SNAPSHOTS=1 pytest 
 """
 
 import json
-import re
 import os
+import re
 from pathlib import Path
 
 import anyio

@@ -5,7 +5,6 @@ import sys
 import anyio
 import pytest
 from mcp import Client, StdioServerParameters
-
 from server_support import SOFTMAX, compile_error_kernel, env
 
 

@@ -25,16 +25,16 @@ def test_nodes_sequence_duplicates_and_versions(tmp_path):
     assert [r.id for r in rows] == [root_id("t1")]
     a, created = store.create_node(task_id="t1", parent_id=root_id("t1"), action="large", source="a",
                                    source_hash="ha", created_by="me", expansion_id=None)
-    assert created and a["id"] == "t1-1"
+    assert created and a == "t1-1"
     dup, created = store.create_node(task_id="t1", parent_id=root_id("t1"), action="large", source="a",
                                      source_hash="ha", created_by="me", expansion_id=None)
-    assert not created and dup["id"] == "t1-1"
+    assert not created and dup == "t1-1"
     v1, rows, entry = cache.rows("t1")
     assert v1 > v0 and len(rows) == 2 and rows[1].status is None
     store.finish_node("t1-1", status="correct", result={"x": 1}, feedback="ok", speedup=2.0, reward=0.5)
     v2, rows, entry = cache.rows("t1")
     assert v2 > v1 and rows[1].status == "correct" and entry.depth["t1-1"] == 1
-    assert store.best_nodes_rows("t1", 5)[0]["id"] == "t1-1"
+    assert store.best_nodes_rows("t1", 5)[0].id == "t1-1"
 
 
 def test_infra_error_node_is_rerun_on_resubmission(tmp_path):
@@ -45,7 +45,7 @@ def test_infra_error_node_is_rerun_on_resubmission(tmp_path):
     store.finish_node("t1-1", status="infra_error", result={}, feedback="lost", speedup=None, reward=None)
     node, created = store.create_node(task_id="t1", parent_id=root_id("t1"), action="large", source="a",
                                       source_hash="ha", created_by="me", expansion_id=None)
-    assert created and node["id"] == "t1-1" and store.get_node("t1-1")["status"] is None
+    assert created and node == "t1-1" and store.get_node("t1-1").status is None
 
 
 def test_interrupted_evaluations_are_found(tmp_path):

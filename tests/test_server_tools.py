@@ -2,19 +2,19 @@
 
 import anyio
 import pytest
+from conftest import HAS_CUDA
 from mcp import Client
+from server_support import SOFTMAX, compile_error_kernel, variant
 
 from adaexplore.server.app import build_server
 from adaexplore.server.config import ServerConfig
-from conftest import HAS_CUDA
-from server_support import SOFTMAX, compile_error_kernel, variant
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     cfg = ServerConfig(data_dir=tmp_path_factory.mktemp("data"), wait_limit_s=120, seed=0)
     mcp, svc = build_server(cfg)
-    reg = svc.register_task(source=SOFTMAX, path=None, name="softmax", search=None, protocol=None, caller="local")
+    reg = svc.tasks.register_task(source=SOFTMAX, path=None, name="softmax", search=None, protocol=None, caller="local")
     yield mcp, svc, reg.task_id
     svc.close()
 
@@ -147,9 +147,10 @@ def test_correct_kernel_and_best(server):
     assert best["candidates"][0]["node_id"] == r["node_id"] and "ModelNew" in best["candidates"][0]["code"]
 
 
-def test_pending_result_is_polled(server, monkeypatch):
-    mcp, svc, tid = server
-    monkeypatch.setattr(svc.config, "wait_limit_s", 0.0)
+def test_pending_result_is_polled(server):
+    _, svc, tid = server
+    # the same service behind a server that answers at once instead of waiting for the evaluation
+    mcp, _ = build_server(svc.config.model_copy(update={"wait_limit_s": 0.0}), service=svc)
 
     async def fn(c):
         r = (await c.call_tool("evaluate_kernel", {"task_id": tid, "source": variant("05")})).structured_content

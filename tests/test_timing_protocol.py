@@ -8,19 +8,18 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+from conftest import EXAMPLES, HAS_CUDA, ROOT, example_task, gpu
 
 from adaexplore.evaluator.baselines import BaselineKey, Baselines, BaselineStore
 from adaexplore.evaluator.fleet import EvaluatorFleet, LeastLoaded, physical_ids
 from adaexplore.evaluator.reference import Reference
+from adaexplore.evaluator.results import EvalProtocol, EvalResult, Status, TimingStats
 from adaexplore.evaluator.sandbox.pool import WorkerResult
 from adaexplore.evaluator.service import Evaluator, physical_gpu_id
 from adaexplore.evaluator.stats import contended, summarize
-from adaexplore.evaluator.results import EvalResult, EvalProtocol, Status, TimingStats
 from adaexplore.evaluator.verdict import escaped_work, timing_verdict
 from adaexplore.evaluator.worker import harness
 from adaexplore.evaluator.worker.timing import time_on_host
-
-from conftest import EXAMPLES, HAS_CUDA, ROOT, example_task, gpu
 
 # --- statistics ------------------------------------------------------------------------------
 

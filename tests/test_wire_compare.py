@@ -4,13 +4,14 @@ import math
 
 import pytest
 import torch
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from adaexplore.evaluator.compare import compare_outputs
+from adaexplore.evaluator.results import Status, Tolerance
 from adaexplore.evaluator.sandbox import wire
 from adaexplore.evaluator.sandbox.pool import decode_messages
 from adaexplore.evaluator.stats import summarize
-from adaexplore.evaluator.results import Status, Tolerance
 
 
 def test_tensor_round_trip_keeps_dtype_and_values():

@@ -1,20 +1,18 @@
 """The worker pool's process plumbing: direct result pipes, the timing gate, limits, escapes."""
 
 import os
-import signal
 import threading
 import time
 import uuid
 
 import pytest
+from conftest import EXAMPLES
 
+from adaexplore.evaluator.results import EvalProtocol
 from adaexplore.evaluator.sandbox import wire
 from adaexplore.evaluator.sandbox.confine import Plan
 from adaexplore.evaluator.sandbox.pool import WorkerPool, decode_messages
-from adaexplore.evaluator.results import EvalProtocol
 from adaexplore.evaluator.verdict import candidate_failure
-
-from conftest import EXAMPLES
 
 SOFTMAX_TASK = (EXAMPLES / "tasks" / "softmax.py").read_text()
 SOFTMAX_KERNEL = (EXAMPLES / "kernels" / "softmax.py").read_text()

@@ -14,6 +14,7 @@ failure would.
 """
 
 import json
+
 G = {
 "tanh_missing": ("tanh_missing", [
  ("tl.tanh does not exist; compute tanh as 2*tl.sigmoid(2*x) - 1.", 1),

@@ -140,13 +140,14 @@ class JudgeClient:
         data = wire.pack(head, blobs)
         with self._send_lock:
             try:
-                self._sock.sendall(data)
+                self._sock.sendall(data)  # type: ignore[union-attr]  # None once closed: caught below
             except (OSError, AttributeError) as exc:
                 raise JudgeError(f"cannot reach the judge: {exc}") from None
 
     def request(self, head: dict, req: str | None = None, timeout: float = REPLY_TIMEOUT_S) -> dict:
         req = req or self.new_id()
-        event, box = threading.Event(), []
+        event = threading.Event()
+        box: list[dict] = []
         self._waiting[req] = (event, box)
         self.send({**head, "req": req})
         if not event.wait(timeout):

@@ -28,9 +28,9 @@ from dataclasses import dataclass, field
 import torch
 
 from ..compare import compare_outputs
-from ..sandbox import wire
-from ..results import Tolerance
 from ..reference import Reference
+from ..results import Tolerance
+from ..sandbox import wire
 from ..verdict import degenerate_flags
 from .store import BudgetExceeded, OutputStore
 

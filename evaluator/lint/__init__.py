@@ -36,11 +36,11 @@ import ast
 
 from pydantic import Field
 
-from .checker import _Checker
-from .hints import nan_hint  # noqa: F401  (re-exported: the server adds it to nan_output feedback)
-from .core import _Finding
 from ...common.vocab import Severity
 from ..results import ErrorInfo, LintIssue, Model, Status
+from .checker import _Checker
+from .core import _Finding
+from .hints import nan_hint  # noqa: F401  (re-exported: the server adds it to nan_output feedback)
 
 __all__ = ["StaticReport", "check_candidate", "is_error"]
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import ast
 import types
-from typing import Any
+from typing import Any, cast
 
 from ...common.vocab import Severity
 from ..results import Status
@@ -61,7 +61,7 @@ class _Checker(_NamesMixin, _JitMixin, _KernelMixin, _LaunchMixin):
                 break  # Triton stops code generation at a return: the rest is dead code.
 
     def walk_stmt(self, s: ast.stmt, ctx: str, jit: _JitInfo | None, guarded: bool, maybe_dead: bool) -> None:
-        if ctx == "jit":
+        if ctx == "jit" and jit is not None:
             self.check_jit_stmt(s, jit, maybe_dead)
         if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)):
             # Decorators, defaults and annotations run where the def is; the body runs later.
@@ -86,6 +86,7 @@ class _Checker(_NamesMixin, _JitMixin, _KernelMixin, _LaunchMixin):
             self.walk_block(s.body, ctx if ctx != "jit" else "jit", jit, guarded, maybe_dead)
             return
         if isinstance(s, (ast.Try, getattr(ast, "TryStar", ast.Try))):
+            s = cast(ast.Try, s)  # try/except* has the same fields
             self.walk_block(s.body, ctx, jit, guarded or bool(s.handlers), maybe_dead)
             for h in s.handlers:
                 if h.type is not None:
@@ -103,14 +104,14 @@ class _Checker(_NamesMixin, _JitMixin, _KernelMixin, _LaunchMixin):
             if ctx == "module" and self.is_main_guard(s.test):
                 sub_ctx = "func"  # not executed on import
             sub_dead = maybe_dead
-            if ctx == "jit" and not self.is_tensor_expr(s.test, jit.tensors):
+            if ctx == "jit" and jit is not None and not self.is_tensor_expr(s.test, jit.tensors):
                 # A compile-time condition: Triton compiles only the branch taken.
                 sub_dead = True
             self.walk_block(s.body, sub_ctx, jit, sub_guarded, sub_dead)
             self.walk_block(s.orelse, sub_ctx, jit, sub_guarded, sub_dead)
             return
         # Generic statement: visit child expressions and nested statement lists.
-        for field, value in ast.iter_fields(s):
+        for _field, value in ast.iter_fields(s):
             if isinstance(value, list):
                 sub_stmts = [v for v in value if isinstance(v, ast.stmt)]
                 if sub_stmts:
@@ -150,7 +151,7 @@ class _Checker(_NamesMixin, _JitMixin, _KernelMixin, _LaunchMixin):
                 self.check_attribute(n, sev)
             elif isinstance(n, ast.Call):
                 self.check_call(n, sev, ctx, jit, maybe_dead)
-            elif isinstance(n, ast.Name) and ctx == "jit" and isinstance(n.ctx, ast.Load):
+            elif isinstance(n, ast.Name) and ctx == "jit" and jit is not None and isinstance(n.ctx, ast.Load):
                 self.check_global(n, jit, maybe_dead)
-            if ctx == "jit" and not shallow:
+            if ctx == "jit" and jit is not None and not shallow:
                 self.check_jit_expr(n, jit, maybe_dead)

@@ -6,11 +6,12 @@ Nothing here looks at the installed libraries; every other module of this packag
 from __future__ import annotations
 
 import ast
+import types
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from ...common.vocab import Severity
 from ..results import LintIssue, Status
-
 
 
 @dataclass
@@ -37,6 +38,34 @@ class _JitInfo:
     locals: set[str]
     tensors: set[str]
     extra_decorators: bool  # autotune / heuristics / unknown decorators supply arguments
+
+
+class _CheckerState:
+    """What the checker's parts share. `_Checker.__init__` sets it; it is declared here so that each part
+    (names, jit, kernel, launch) is type-checked on its own."""
+
+    source: str
+    lines: list[str]
+    tree: ast.Module
+    nodes: list[ast.AST]
+    findings: list[_Finding]
+    modules: dict[str, types.ModuleType]  # alias -> installed module
+    objects: dict[str, Any]  # alias -> object imported from an installed module
+    torch_aliases: set[str]
+    math_aliases: set[str]
+    jit: dict[str, _JitInfo]
+    module_literals: dict[str, int]
+    allow_globals: bool
+
+    if TYPE_CHECKING:  # defined by one part, called by others
+        def add(self, node: ast.AST | int, message: str, construct: str, severity: Severity,
+                status: Status | None = None, hint: str | None = None) -> None: ...
+
+        def resolve(self, node: ast.AST) -> Any: ...
+
+        def is_tensor_expr(self, node: ast.AST, tensors: set[str]) -> bool: ...
+
+        def check_arange(self, n: ast.Call, jit: _JitInfo, severity: Severity, status: Status | None) -> None: ...
 
 
 # --------------------------------------------------------------------------------------------

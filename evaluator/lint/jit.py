@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import ast
 
-from .core import _dotted, _is_literal, _JitInfo, _stored_names
+from .core import _CheckerState, _dotted, _is_literal, _JitInfo, _stored_names
 from .names import _DECORATOR_OBJS, _JIT_OBJ, _MISSING, _canon, _tl
 
 # tl calls whose result is always a tensor (used to tell tensors from compile-time values).
@@ -17,7 +17,7 @@ _TENSOR_PRODUCERS = frozenset({"load", "arange", "program_id", "num_programs", "
                                "dot", "rand", "randn", "randint", "atomic_add", "make_block_ptr", "where"})
 
 
-class _JitMixin:
+class _JitMixin(_CheckerState):
     """Kernel discovery of :class:`checker._Checker`."""
 
     # ---------------------------------------------------------------- jit discovery
@@ -63,7 +63,7 @@ class _JitMixin:
         if _tl is not None and obj is not _MISSING:
             return obj is _tl.constexpr
         parts = _dotted(ann)
-        return bool(parts) and parts[-1] == "constexpr"
+        return parts is not None and parts[-1] == "constexpr"
 
     def make_jit_info(self, fn: ast.FunctionDef, top: bool, extra: bool) -> _JitInfo:
         args = fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs
@@ -84,8 +84,8 @@ class _JitMixin:
                     local.add(a.asname or a.name.split(".")[0])
             if isinstance(n, ast.For):
                 parts = _dotted(n.iter.func) if isinstance(n.iter, ast.Call) else None
-                static = bool(parts) and parts[-1] == "static_range"  # unrolled: constexpr loop variable
-                scf = bool(parts) and parts[-1] == "range"  # scf.for induction variables are tensors
+                static = parts is not None and parts[-1] == "static_range"  # unrolled: constexpr loop variable
+                scf = parts is not None and parts[-1] == "range"  # scf.for induction variables are tensors
                 reads, produces = self.expr_facts(n.iter)
                 flows.append((_stored_names(n.target), reads, scf or (produces and not static), static))
             elif isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.NamedExpr)) and n.value is not None:
@@ -102,10 +102,10 @@ class _JitMixin:
         changed = True
         while changed:
             changed = False
-            for targets, reads, produces, never in flows:
+            for stored, reads, produces, never in flows:
                 if never or not (produces or reads & tensors):
                     continue
-                new = targets - tensors
+                new = stored - tensors
                 if new:
                     tensors |= new
                     changed = True
@@ -120,7 +120,7 @@ class _JitMixin:
                 reads.add(n.id)
             elif isinstance(n, ast.Call) and not produces:
                 parts = _dotted(n.func)
-                produces = bool(parts) and len(parts) == 2 and parts[0] in self.modules \
+                produces = parts is not None and len(parts) == 2 and parts[0] in self.modules \
                     and parts[1] in _TENSOR_PRODUCERS and _canon(self.modules[parts[0]]) == "tl"
         return reads, produces
 
@@ -160,4 +160,4 @@ class _JitMixin:
                 continue
             if all(isinstance(v, ast.expr) and _is_literal(v) and not (isinstance(v, ast.Constant) and v.value is None)
                    for v in values):
-                self.module_literals[name] = values[0].lineno
+                self.module_literals[name] = getattr(values[0], "lineno", 0)

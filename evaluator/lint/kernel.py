@@ -11,7 +11,7 @@ import ast
 
 from ...common.vocab import Severity
 from ..results import Status
-from .core import _dotted, _int_literal, _is_literal, _is_pow2, _JitInfo
+from .core import _CheckerState, _dotted, _int_literal, _is_literal, _is_pow2, _JitInfo
 from .names import _TL_NAMES, _tl
 
 # Names that Triton's code generator resolves itself inside a kernel (CodeGenerator.builtin_namespace).
@@ -56,7 +56,7 @@ _UNSUPPORTED_EXPRS: dict[type, tuple[str, str]] = {
 
 
 
-class _KernelMixin:
+class _KernelMixin(_CheckerState):
     """Kernel-body checks of :class:`checker._Checker`."""
 
     # ---------------------------------------------------------------- kernel bodies
@@ -107,7 +107,7 @@ class _KernelMixin:
         if type(node) not in table:
             return False
         construct, hint = table[type(node)]
-        self.add(node, f"`{construct}` is not supported inside a @triton.jit function", construct, *err, hint)
+        self.add(node, f"`{construct}` is not supported inside a @triton.jit function", construct, err[0], err[1], hint)
         return True
 
     def check_jit_stmt(self, s: ast.stmt, jit: _JitInfo, maybe_dead: bool) -> None:
@@ -129,7 +129,7 @@ class _KernelMixin:
                 parts = _dotted(item.context_expr.func) if isinstance(item.context_expr, ast.Call) else None
                 if parts and (parts[0] in self.torch_aliases or parts[0] in ("open", "contextlib")):
                     self.add(s, "`with` over a non-Triton context manager cannot compile in a kernel", "with",
-                             *err, "remove the with block")
+                             err[0], err[1], "remove the with block")
                     return
                 if not parts or parts[0] not in self.modules:
                     self.add(s, "`with` inside a @triton.jit function works only with Triton context managers",
@@ -147,10 +147,10 @@ class _KernelMixin:
             parts = _dotted(it.func) if isinstance(it, ast.Call) else None
             if len(n.generators) != 1:
                 self.add(n, "nested comprehensions are not supported inside a @triton.jit function",
-                         "list comprehension", *err, "use a loop")
+                         "list comprehension", err[0], err[1], "use a loop")
             elif parts and parts[-1] in ("range", "static_range", "arange"):
                 self.add(n, "only comprehensions over tuples are supported inside a @triton.jit function",
-                         "list comprehension", *err, "use a for loop over tl.static_range")
+                         "list comprehension", err[0], err[1], "use a for loop over tl.static_range")
             return
         if not isinstance(n, ast.Call):
             return
@@ -164,7 +164,7 @@ class _KernelMixin:
                          "print(", Severity.warning, None, "remove it before timing; use tl.device_print for debugging")
             else:
                 self.add(n, "print inside a kernel is tl.device_print, which needs a string prefix first",
-                         "print(", *err, 'use tl.device_print("x", x) or tl.static_print for compile-time values')
+                         "print(", err[0], err[1], 'use tl.device_print("x", x) or tl.static_print for compile-time values')
             return
         parts = _dotted(func)
         if not parts:
@@ -172,7 +172,7 @@ class _KernelMixin:
         if parts[0] in self.torch_aliases and parts[0] not in jit.locals and len(parts) > 1:
             # torch functions receive Triton tensors they cannot handle: a TypeError at compile time.
             name = "torch." + ".".join(parts[1:])
-            self.add(n, f"{name} cannot be called inside a @triton.jit function", f"{name}(", *err,
+            self.add(n, f"{name} cannot be called inside a @triton.jit function", f"{name}(", err[0], err[1],
                      "use the matching tl.* function")
             return
         if parts[0] in self.math_aliases and parts[0] not in jit.locals and len(parts) == 2:
@@ -183,7 +183,7 @@ class _KernelMixin:
                 f"tl.math.{fn}" if _tl is not None and hasattr(_tl.math, fn) else "a tl.* function")
             all_args = list(n.args) + [k.value for k in n.keywords]
             if any(self.is_tensor_expr(a, jit.tensors) for a in all_args):
-                self.add(n, f"math.{fn} on a Triton tensor cannot compile", f"math.{fn}(", *err, f"use {alt}")
+                self.add(n, f"math.{fn} on a Triton tensor cannot compile", f"math.{fn}(", err[0], err[1], f"use {alt}")
             elif not all(_is_literal(a) or (isinstance(a, ast.Name) and (a.id in jit.constexpr_params
                                                                          or a.id in self.module_literals))
                          for a in all_args):

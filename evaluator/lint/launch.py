@@ -12,11 +12,11 @@ import importlib.util
 
 from ...common.vocab import Severity
 from ..results import Status
-from .core import _JitInfo
+from .core import _CheckerState, _JitInfo
 from .names import _spec_cache
 
 
-class _LaunchMixin:
+class _LaunchMixin(_CheckerState):
     """Module-level checks of :class:`checker._Checker`."""
 
     # ---------------------------------------------------------------- imports

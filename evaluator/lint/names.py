@@ -18,7 +18,7 @@ from typing import Any
 
 from ...common.vocab import Severity
 from ..results import Status
-from .core import _dotted, _JitInfo, _stored_names
+from .core import _CheckerState, _dotted, _JitInfo, _stored_names
 
 # --------------------------------------------------------------------------------------------
 # The installed Triton, introspected once at import time.
@@ -208,7 +208,7 @@ def _unknown_hint(mod: types.ModuleType, attr: str) -> str:
     return "; ".join(parts)
 
 
-class _NamesMixin:
+class _NamesMixin(_CheckerState):
     """Alias collection and name checks of :class:`checker._Checker`."""
 
     def resolve(self, node: ast.AST) -> Any:
@@ -364,7 +364,7 @@ class _NamesMixin:
             self.add(n, f"{name} is a dtype and cannot be called", f"{name}(", severity, status,
                      f"use {arg}.to({name})")
             return
-        if ctx != "jit" or _tl is None:
+        if ctx != "jit" or jit is None or _tl is None:
             return
         if (obj is not _MISSING and callable(obj) and str(getattr(obj, "__module__", "")).startswith(
                 "triton.language.extra") and interpreting()):

@@ -17,11 +17,19 @@ its names are offered here too, imported on first use (that module imports `repo
 from __future__ import annotations
 
 from .floor import HALF_DTYPES, dominant_dtype, floor_ms, flops_peak, task_floor, tensor_bytes  # noqa: F401
-from .peaks import (COPY_BYTES, PEAKS_FILE, DevicePeaks, PeaksCache, measure_peaks, peaks_key,  # noqa: F401
-                    plausible_peaks)
-from .report import (MAX_KERNEL_NAME, MAX_KERNELS, KernelTime, ProfileReport,  # noqa: F401
-                     TritonKernelInfo, build_report, is_triton_kernel, kernel_breakdown,
-                     short_kernel_name, summarize_profile)
+from .peaks import COPY_BYTES, PEAKS_FILE, DevicePeaks, PeaksCache, measure_peaks, peaks_key, plausible_peaks  # noqa: F401
+from .report import (  # noqa: F401
+    MAX_KERNEL_NAME,
+    MAX_KERNELS,
+    KernelTime,
+    ProfileReport,
+    TritonKernelInfo,
+    build_report,
+    is_triton_kernel,
+    kernel_breakdown,
+    short_kernel_name,
+    summarize_profile,
+)
 from .run import MAX_TIMED_RUNS, MIN_WARMUP, PROFILE_RUNS, profile_candidate, run_profile  # noqa: F401
 
 _CAPTURE = ("KernelCapture", "device_rows", "jit_function_names")

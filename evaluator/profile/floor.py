@@ -37,7 +37,7 @@ def dominant_dtype(tensors) -> str | None:
         if isinstance(t, torch.Tensor) and t.is_floating_point():
             name = str(t.dtype).removeprefix("torch.")
             by_dtype[name] = by_dtype.get(name, 0) + t.numel() * t.element_size()
-    return max(by_dtype, key=by_dtype.get) if by_dtype else None
+    return max(by_dtype, key=by_dtype.__getitem__) if by_dtype else None
 
 
 def task_floor(task, protocol, device) -> dict:

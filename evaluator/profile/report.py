@@ -12,9 +12,9 @@ from typing import Literal
 
 from pydantic import Field
 
+from ..results import ErrorInfo, Model
 from .floor import floor_ms, flops_peak
 from .peaks import DevicePeaks
-from ..results import ErrorInfo, Model
 
 MAX_KERNEL_NAME = 160
 MAX_KERNELS = 20  # rows of the breakdown kept in the report

@@ -39,7 +39,7 @@ def run_profile(job: dict, rep) -> None:
     import torch
 
     from ..results import EvalProtocol
-    from ..worker import harness, jobs
+    from ..worker import jobs
 
     protocol = EvalProtocol.model_validate(job["protocol"])
     device = jobs._device(job)

@@ -142,6 +142,7 @@ class FrameReader:
     def _advance(self) -> None:
         """Step over empty tensors; complete the frame once its data and padding are read."""
         frame = self._frame
+        assert frame is not None  # called while a frame is being read
         while frame["blob"] < len(frame["sizes"]) and frame["sizes"][frame["blob"]] == 0:
             frame["blob"] += 1
         if frame["blob"] == len(frame["sizes"]) and frame["tail"] == 0:
@@ -149,6 +150,7 @@ class FrameReader:
 
     def _complete(self) -> None:
         frame, self._frame = self._frame, None
+        assert frame is not None  # called once a frame's data is read
         if self._receiver is not None:
             receiver, self._receiver = self._receiver, None
             self.messages.append((frame["head"], [receiver.close()]))

@@ -15,7 +15,7 @@ import tempfile
 import threading
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable
+from typing import BinaryIO, Callable
 
 
 def default_lock_dir() -> Path:
@@ -29,7 +29,7 @@ def default_lock_dir() -> Path:
     return path
 
 
-def _lock_file(path: Path):
+def _lock_file(path: Path) -> BinaryIO:
     """An open file to flock; created readable and writable by everyone who shares the GPU."""
     try:
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
@@ -74,7 +74,7 @@ class GpuLock:
         self._readers = 0
         self._writer = False
         self._writers_waiting = 0
-        self._fh = None  # this process's one open lock file while it holds the flock
+        self._fh: BinaryIO | None = None  # this process's one open lock file while it holds the flock
         self._mode = 0
 
     def _flock(self, mode: int) -> None:
@@ -82,16 +82,16 @@ class GpuLock:
         if mode == self._mode:
             return
         if not mode:
+            assert self._fh is not None  # a mode other than 0 is held
             fcntl.flock(self._fh, fcntl.LOCK_UN)
             self._fh.close()
             self._fh, self._mode = None, 0
             return
-        if self._fh is None:
-            self._fh = _lock_file(self.path)
+        fh = self._fh = self._fh or _lock_file(self.path)
         try:
-            fcntl.flock(self._fh, mode)
+            fcntl.flock(fh, mode)
         except BaseException:
-            self._fh.close()
+            fh.close()
             self._fh, self._mode = None, 0
             raise
         self._mode = mode
@@ -131,7 +131,7 @@ class GpuLock:
                 self._writers_waiting -= 1
             paused = bool(self._readers)
             try:
-                if paused:
+                if paused and self._pause is not None:
                     self._pause(keep)  # before the flock changes: paused work never runs unlocked
                 self._flock(fcntl.LOCK_EX)
             except BaseException:
@@ -148,6 +148,6 @@ class GpuLock:
             self._flock(fcntl.LOCK_SH if self._readers else 0)
         finally:
             self._writer = False
-            if paused:
+            if paused and self._resume is not None:
                 self._resume()
             self._cv.notify_all()

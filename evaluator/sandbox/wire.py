@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import struct
+from typing import Any
 
 import orjson
 
@@ -87,7 +88,8 @@ def split_frames(buf) -> tuple[list, bool]:
     """Split a byte stream of length-prefixed frames into the complete ones, and whether bytes
     that are not a whole frame remain (a writer that stopped mid-frame). A length no writer
     could have meant is an error. Given a memoryview, the frames are views into it (no copy)."""
-    frames, pos = [], 0
+    frames: list[Any] = []
+    pos = 0
     while pos < len(buf):
         if pos + _LEN.size > len(buf):
             return frames, True
@@ -146,7 +148,7 @@ def read_messages(stream):
 
 # --- tensors -------------------------------------------------------------------------
 
-def encode_tensor(t) -> tuple[dict, bytes]:
+def encode_tensor(t) -> tuple[dict, bytes | memoryview]:
     """Describe a tensor and copy its bytes (moved to CPU, made contiguous)."""
     import torch
 

@@ -94,14 +94,14 @@ class Zygote:
                 # Every run request was sent with its result pipe, which arrives with its first byte.
                 self._spawn(head["job_id"], head["job"], float(head["timeout_s"]), self.fds.popleft())
             elif op == Op.go:
-                self._open_gate(self.children.get(head.get("job_id")))
+                self._open_gate(self.children.get(head.get("job_id")))  # type: ignore[arg-type]  # a missing id finds no child
             elif op == Op.pause:
                 self._pause(head.get("keep"))
                 self._reply({Reply.paused.value: head.get("token")})
             elif op == Op.resume:
                 self._resume()
             elif op == Op.kill:
-                child = self.children.get(head.get("job_id"))
+                child = self.children.get(head.get("job_id"))  # type: ignore[arg-type]  # a missing id finds no child
                 if child is not None:
                     child.killed_for = str(head.get("reason") or "the evaluator stopped it")[:300]
                     self._kill(child)
@@ -154,7 +154,7 @@ class Zygote:
         child = Child(job_id, pid, timeout_s, scratch, gate, pidfd, cgroup=cgroup, setup_fd=setup_r)
         self.children[job_id] = child
         if gate is not None:
-            gate_child.close()
+            gate_child.close()  # type: ignore[union-attr]  # set for every child that has a gate
             gate.setblocking(False)
             self.sel.register(gate, selectors.EVENT_READ, ("gate", child))
         if pidfd is not None:
@@ -264,7 +264,7 @@ class Zygote:
     def _on_gate(self, child: Child) -> None:
         """The child says it is ready to measure: it waits, without a deadline, for `go`."""
         try:
-            data = child.gate.recv(64)
+            data = child.gate.recv(64)  # type: ignore[union-attr]  # set for every child that has a gate
         except (BlockingIOError, InterruptedError):
             return
         except OSError:
@@ -416,22 +416,24 @@ def main() -> None:
     ctrl = socket.socket(fileno=int(sys.argv[1]))
     os.dup2(2, 1)  # stray prints from imports must not reach anything that is read
     import torch  # noqa: F401 - the point of this process is to have these imported
+    import torch._dynamo  # noqa: F401 - pulled in lazily by dispatch modes; costs seconds per child otherwise
+    import torch.testing  # noqa: F401
+    import torch.utils._python_dispatch  # noqa: F401
     import triton  # noqa: F401
     import triton.language  # noqa: F401
     import triton.runtime.interpreter  # noqa: F401
-    import torch.utils._python_dispatch  # noqa: F401
-    import torch.testing  # noqa: F401
-    import torch._dynamo  # noqa: F401 - pulled in lazily by dispatch modes; costs seconds per child otherwise
     try:
         import numpy  # noqa: F401
     except ImportError:
         pass
 
-    from ..worker import jobs  # noqa: F401 - binds the harness's originals before any candidate exists
-    from .. import profile  # noqa: F401 - the profile job's module
-    from ..worker import kernel_capture  # noqa: F401 - the profile job's launch capture
     import torch.utils.flop_counter  # noqa: F401
 
+    from .. import profile  # noqa: F401 - the profile job's module
+    from ..worker import (
+        jobs,  # noqa: F401 - binds the harness's originals before any candidate exists
+        kernel_capture,  # noqa: F401 - the profile job's launch capture
+    )
     from . import wire
 
     level, detail = confine.probe()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import time
 import warnings
+from typing import Any
 
 import torch
 import torch.testing
@@ -25,9 +26,9 @@ _GUARDED_PATHS = (
 _MODULES = {"torch": torch, "time": time}
 
 
-def _resolve(path: str):
+def _resolve(path: str) -> Any:
     head, *rest = path.split(".")
-    obj = _MODULES[head]
+    obj: Any = _MODULES[head]
     for part in rest:
         obj = getattr(obj, part, None)
     return obj

@@ -13,11 +13,12 @@ import os
 import sys
 import traceback
 import types
+from typing import Any
 
 import torch
 
-from ..sandbox import wire
 from ..results import EvalProtocol, Status
+from ..sandbox import wire
 from . import guards
 
 CANDIDATE_FILE = "candidate.py"
@@ -85,6 +86,7 @@ def load_candidate(source: str, scratch: str) -> types.ModuleType:
     with open(path, "w") as fh:
         fh.write(source)
     spec = importlib.util.spec_from_file_location("candidate", path)
+    assert spec is not None and spec.loader is not None  # a .py path always has a source loader
     module = importlib.util.module_from_spec(spec)
     sys.modules["candidate"] = module
     spec.loader.exec_module(module)
@@ -234,10 +236,11 @@ def _candidate_line(exc: BaseException, source_lines: list[str]) -> int | None:
 def _tracebacks(exc: BaseException) -> list:
     """The exception's traceback, then its causes' (the innermost line wins)."""
     out, seen = [], set()
-    while exc is not None and id(exc) not in seen:
-        seen.add(id(exc))
-        out.append(exc.__traceback__)
-        exc = exc.__cause__
+    cur: BaseException | None = exc
+    while cur is not None and id(cur) not in seen:
+        seen.add(id(cur))
+        out.append(cur.__traceback__)
+        cur = cur.__cause__
     return out
 
 
@@ -247,7 +250,7 @@ def error_info(exc: BaseException, source: str | None, limit: int = 600) -> dict
     message = str(exc).strip() or repr(exc)
     if len(message) > limit:
         message = message[: limit // 2] + " ... " + message[-limit // 2:]
-    info = {"error_class": type(exc).__name__, "message": message}
+    info: dict[str, Any] = {"error_class": type(exc).__name__, "message": message}
     if line and 1 <= line <= len(lines):
         info["line"] = line
         info["source_line"] = lines[line - 1][:200]

@@ -6,8 +6,9 @@ Every probe of Triton's internals is guarded: odd objects or a different launch 
 
 from __future__ import annotations
 
-from ..profile.report import MAX_KERNEL_NAME, TritonKernelInfo
+from typing import Any
 
+from ..profile.report import MAX_KERNEL_NAME, TritonKernelInfo
 
 # --- Triton launch metadata (worker side) -------------------------------------------------------
 
@@ -66,9 +67,11 @@ class KernelCapture:
         self.kernels: dict[int, list] = {}  # id(kernel) -> [kernel, function name, launches]
         self.errors: list[str] = []
 
-    def install(self, cls=None) -> None:
+    def install(self, cls: Any = None) -> None:
         if cls is None:
-            from triton.runtime.jit import JITFunction as cls  # noqa: N813
+            from triton.runtime.jit import JITFunction
+
+            cls = JITFunction
         original = cls.run
         capture = self
 

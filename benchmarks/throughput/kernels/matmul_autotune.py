@@ -7,7 +7,6 @@ import torch.nn as nn
 import triton
 import triton.language as tl
 
-
 CONFIGS = [
     triton.Config({"BM": 128, "BN": 128, "BK": 64, "GROUP": 8}, num_warps=8, num_stages=3),
     triton.Config({"BM": 128, "BN": 256, "BK": 64, "GROUP": 8}, num_warps=8, num_stages=3),

@@ -7,7 +7,6 @@ import torch.nn as nn
 import triton
 import triton.language as tl
 
-
 CONFIGS = [
     triton.Config({"BLOCK": 1024}, num_warps=4),
     triton.Config({"BLOCK": 2048}, num_warps=8),

@@ -7,7 +7,6 @@ import torch.nn as nn
 import triton
 import triton.language as tl
 
-
 CONFIGS = [triton.Config({}, num_warps=w) for w in (4, 8, 16, 32)]
 if os.environ.get("TRITON_INTERPRET") == "1":
     CONFIGS = CONFIGS[:1]
