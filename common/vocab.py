@@ -61,6 +61,9 @@ class Status(Name):
 PENDING = "pending"
 """How tools and summaries name a node whose evaluation has not ended (its stored status is NULL)."""
 
+REFERENCE = "reference"
+"""The status of a tree's root: the task's reference module, not a kernel."""
+
 WRONG_RESULTS = frozenset({Status.wrong_output, Status.shape_mismatch, Status.nan_output})
 """The candidate ran to its end and its outputs are wrong."""
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ..common.vocab import PENDING, Action
+from ..common.vocab import PENDING, REFERENCE, Action
 from ..evaluator.results import TOLERANCE_PROFILES, EvalProtocol
 from ..evaluator.task import Task, TaskError, check_task_source, source_hash, task_name_from_path
 from ..search import NodeView, PendingView, SearchParams, TreeIndex, best_nodes, budget_left
@@ -44,7 +44,7 @@ from .treecache import TreeCache
 log = logging.getLogger("adaexplore.server")
 
 DEFAULT_STEP_BUDGET = 100
-ROOT_STATUS = "reference"
+ROOT_STATUS = REFERENCE
 DEGENERATE_FLAGS = frozenset({"nan_in_reference", "all_zeros", "constant_output", "equals_input", "zeros_pass",
                               "random_in_forward"})
 """Validation flags that make a synthesized task useless: a trivial kernel would pass it."""

@@ -6,6 +6,9 @@ import difflib
 from datetime import datetime, timezone
 from typing import Any
 
+from ..common.vocab import PENDING as PENDING_STATUS
+from ..common.vocab import Action
+
 SMALL = (
     "SMALL STEP: refine the parent kernel locally. Keep its structure; change one thing that the feedback "
     "and the branch history point at (fix the error it reports, tune block sizes or num_warps, fuse an "
@@ -26,7 +29,7 @@ PENDING = ("still evaluating: call get_node with this node_id in a few seconds f
 
 
 def instructions(action: str, parent_is_root: bool) -> str:
-    text = SMALL if action == "small" else LARGE
+    text = SMALL if action == Action.small else LARGE
     return text + (FIRST if parent_is_root else "")
 
 
@@ -53,8 +56,8 @@ def hardware_facts(device: str) -> str:
 
 
 def _fmt(r: Any) -> str:
-    status = "pending" if r.status is None else r.status
-    sp = f" {r.speedup:.2f}x" if r.speedup is not None and r.action != "root" else ""
+    status = PENDING_STATUS if r.status is None else r.status
+    sp = f" {r.speedup:.2f}x" if r.speedup is not None and r.action != Action.root else ""
     rw = f" r={r.reward:.2f}" if r.reward is not None else ""
     return f"{r.id} [{r.action}] {status}{sp}{rw}"
 
@@ -62,7 +65,7 @@ def _fmt(r: Any) -> str:
 def text_tree(entry: Any, top: int) -> str:
     """The `top` best nodes by reward with their ancestors, as an indented tree."""
     rows = entry.rows
-    scored = sorted((r for r in entry.ordered if r.action != "root" and r.reward is not None),
+    scored = sorted((r for r in entry.ordered if r.action != Action.root and r.reward is not None),
                     key=lambda r: (-(r.reward or 0), r.seq))[:max(0, top)]
     keep: set[str] = set()
     for r in scored:
