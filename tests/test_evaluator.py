@@ -74,6 +74,20 @@ def test_identical_resubmission_is_cached(evaluator):
     assert again == first
 
 
+def test_the_result_cache_keeps_the_most_recently_used_results(evaluator, monkeypatch):
+    import adaexplore.evaluator.service as service
+
+    monkeypatch.setattr(service, "RESULTS_KEPT", 2)
+    task = example_task("softmax")
+    a, b, c = ("def broken(:\n", "class ModelNew(:\n", "x = = 1\n")  # static failures: no worker runs
+    evaluator.evaluate(task, a)
+    evaluator.evaluate(task, b)
+    evaluator.evaluate(task, a)  # a is used again: b is now the oldest
+    evaluator.evaluate(task, c)
+    assert evaluator.cached(task, a) is not None and evaluator.cached(task, c) is not None
+    assert evaluator.cached(task, b) is None
+
+
 def test_result_serializes_to_json(evaluator):
     path = EXAMPLES / "kernels" / "broken" / "wrong_output.py"
     result = evaluator.evaluate(example_task("softmax"), path.read_text())
