@@ -1,15 +1,16 @@
 """Team-wide skill memory over SQLite: experiences, rules, evidence, merges, contradictions.
 
 Runs in every process that opens the memory file: the server (one store shared by its
-threads) and the ``adaexplore memory`` command. Every write is one short ``BEGIN IMMEDIATE``
-transaction on a fresh connection, so threads and processes sharing the file serialize their
+threads, over the server's own `Database`) and the ``adaexplore memory`` command. Connections,
+transactions and migrations follow ``adaexplore.common.db``: every write is one short ``BEGIN
+IMMEDIATE`` transaction, so threads and processes sharing the file serialize their
 read-modify-write steps: no count is lost and no duplicate rule is created. No operation waits
 for the write lock longer than its own bound (``write_wait_s``); one that cannot get it raises
 ``MemoryBusyError`` and the next operation tries afresh. Import works in bounded batches.
 Commits do not wait for the disk (WAL with ``synchronous=NORMAL``, as the server's own tables): a
 power loss can lose the last commits but never corrupts the file.
 
-``MemoryStore`` owns the connections, the schema and the transactions; rule rows and merges live
+``MemoryStore`` owns its schema and transactions; rule rows and merges live
 in ``merging``, merge keys in ``keys``, proposals in ``proposals``, the read side in ``views`` and
 export/import in ``exchange``.
 """
@@ -155,16 +156,12 @@ class MemoryStore:
         """A write lock held past this operation's bound becomes `MemoryBusyError` (nothing changed)."""
         try:
             yield
-        except DatabaseBusy:
+        except (DatabaseBusy, sqlite3.OperationalError) as exc:
+            if isinstance(exc, sqlite3.OperationalError) and not is_busy(exc):
+                raise
             raise MemoryBusyError(
                 f"the skill memory is busy: another writer (e.g. an import) held its lock for more than "
                 f"{wait_s:g} s; nothing was changed, try again in a moment") from None
-        except sqlite3.OperationalError as exc:
-            if is_busy(exc):
-                raise MemoryBusyError(
-                    f"the skill memory is busy: another writer (e.g. an import) held its lock for more than "
-                    f"{wait_s:g} s; nothing was changed, try again in a moment") from None
-            raise
 
     @contextmanager
     def _conn(self) -> Iterator[sqlite3.Connection]:
