@@ -11,6 +11,7 @@ so any of them can import it cheaply. It lives in `adaexplore.common` because `e
 * `Job`: the `"kind"` of a job request (which runner the worker starts);
 * `Op`: the `"op"` of each control request from the evaluator's pool to the warm parent;
 * `Reply`: the keys of the warm parent's replies on the control socket;
+* `JudgeOp`: the `"op"` of each request from the trusted evaluator to the judge process;
 * `Severity`: how much a static-check finding weighs.
 
 Each is a `str` enum whose members equal, hash and format as their values, so the bytes on the
@@ -136,3 +137,15 @@ class Reply(Name):
     paused = "paused"  # a pause took effect (its value is the request's token)
     finished = "finished"  # a job's process ended (with how)
     gate = "gate"  # a gated job is ready to measure
+
+
+class JudgeOp(Name):
+    """Requests to the judge, the process that holds reference outputs (trusted evaluator -> judge)."""
+
+    begin = "begin"  # start receiving a set of outputs: kept as a reference, or compared with one
+    chunk = "chunk"  # a piece of one output's bytes
+    end = "end"  # the set is complete: store it, or answer the comparison
+    abort = "abort"  # forget a set being received
+    flags = "flags"  # degenerate-output checks of a stored reference
+    drop = "drop"  # forget a stored reference
+    stats = "stats"  # what the judge holds

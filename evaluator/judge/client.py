@@ -17,6 +17,7 @@ import subprocess
 import sys
 import threading
 
+from ...common.vocab import JudgeOp
 from ..sandbox import wire
 
 log = logging.getLogger("adaexplore.evaluator")
@@ -40,17 +41,17 @@ class Receiver:
         view = memoryview(data).cast("B")
         for start in range(0, len(view), CHUNK_BYTES):
             piece = view[start:start + CHUNK_BYTES]
-            self.client.send({"op": "chunk", "req": self.req, "index": index, "offset": offset + start}, [piece])
+            self.client.send({"op": JudgeOp.chunk, "req": self.req, "index": index, "offset": offset + start}, [piece])
 
     def close(self) -> dict:
         """The judge's answer: {"stored"}, {"verdict"}, {"missing"} or {"error", "ours"}."""
         self.closed = True
-        return self.client.request({"op": "end", "req": self.req, **self.end_extra}, req=self.req)
+        return self.client.request({"op": JudgeOp.end, "req": self.req, **self.end_extra}, req=self.req)
 
     def abort(self) -> None:
         if not self.closed:
             self.closed = True
-            self.client.send({"op": "abort", "req": self.req})
+            self.client.send({"op": JudgeOp.abort, "req": self.req})
 
 
 class JudgeClient:
@@ -161,17 +162,17 @@ class JudgeClient:
     def receiver(self, key: str, slot: str, mode: str, metas: list[dict], tolerance: dict | None = None,
                  trial: int = 0) -> Receiver:
         req = self.new_id()
-        self.send({"op": "begin", "req": req, "key": key, "slot": slot, "mode": mode, "metas": metas})
+        self.send({"op": JudgeOp.begin, "req": req, "key": key, "slot": slot, "mode": mode, "metas": metas})
         return Receiver(self, req, {"tolerance": tolerance or {}, "trial": trial})
 
     def flags(self, key: str, tolerance: dict) -> list[dict]:
-        answer = self.request({"op": "flags", "key": key, "tolerance": tolerance})
+        answer = self.request({"op": JudgeOp.flags, "key": key, "tolerance": tolerance})
         if "error" in answer:
             raise JudgeError(str(answer["error"]))
         return list(answer.get("flags", []))
 
     def drop(self, key: str) -> None:
-        self.send({"op": "drop", "key": key})
+        self.send({"op": JudgeOp.drop, "key": key})
 
     def stats(self) -> dict:
-        return dict(self.request({"op": "stats"}).get("stats", {}))
+        return dict(self.request({"op": JudgeOp.stats}).get("stats", {}))

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from ...common.vocab import JudgeOp
 from ..compare import compare_outputs
 from ..reference import Reference
 from ..results import Tolerance
@@ -69,19 +70,19 @@ class Judge:
     def handle(self, head: dict, blobs: list) -> None:
         op, req = head.get("op"), str(head.get("req", ""))
         try:
-            if op == "begin":
+            if op == JudgeOp.begin:
                 self.begin(req, head)
-            elif op == "chunk":
+            elif op == JudgeOp.chunk:
                 self.chunk(req, head, blobs)
-            elif op == "end":
+            elif op == JudgeOp.end:
                 self.reply({"req": req, **self.end(req, head)})
-            elif op == "abort":
+            elif op == JudgeOp.abort:
                 self.pending.pop(req, None)
-            elif op == "flags":
+            elif op == JudgeOp.flags:
                 self.reply({"req": req, "flags": self.flags(str(head["key"]), head)})
-            elif op == "drop":
+            elif op == JudgeOp.drop:
                 self.store.drop(str(head.get("key")))
-            elif op == "stats":
+            elif op == JudgeOp.stats:
                 self.reply({"req": req, "stats": self.stats()})
         except torch.cuda.OutOfMemoryError as exc:
             self.pending.pop(req, None)
