@@ -77,7 +77,8 @@ def evaluate_cold(task: Task, source: str, protocol: EvalProtocol | None = None,
         tres = _in_process(jobs.run_timing, {**base, "kind": Job.timing}, t0)
         msg, ref.error = expect(tres, Kind.timing, "reference timing")
         if ref.error is None:
-            ref.timing = summarize(msg[0]["event_ms"], protocol.trim_fraction, method=timing_method(msg[0]))  # type: ignore[index]  # expect() gives the frames whenever it gives no error
+            # expect() gives the frames whenever it gives no error
+            ref.timing = summarize(msg[0]["event_ms"], protocol.trim_fraction, method=timing_method(msg[0]))  # type: ignore[index]
     if ref.error is not None:
         return done(EvalResult(status=Status.infra_error, error=ErrorInfo(
             error_class="ReferenceError", message="the task's reference failed: " + ref.error.message)))

@@ -358,7 +358,8 @@ class Evaluator:
             msg, ref.error = expect(tres, Kind.timing, "reference timing")
             if ref.error is not None:
                 return
-            got.eager = summarize(msg[0]["event_ms"], protocol.trim_fraction, method=timing_method(msg[0]))  # type: ignore[index]  # expect() gives the frames whenever it gives no error
+            # expect() gives the frames whenever it gives no error
+            got.eager = summarize(msg[0]["event_ms"], protocol.trim_fraction, method=timing_method(msg[0]))  # type: ignore[index]
             got.measured = tuple(sorted(set(got.measured) | {"eager"}))
             changed = True
         if "compile" in self.baselines and not got.has(["compile"]):
@@ -390,7 +391,8 @@ class Evaluator:
         if err is not None:
             return None, f"torch.compile failed: {err.error_class}: {err.message[:300]}", err.error_class in (
                 "InfraError",)
-        verdict = judged(msg[1], ref.check_outputs or None, protocol.tolerance, trial=-1)  # type: ignore[index]  # expect() gives the frames whenever it gives no error
+        # expect() gives the frames whenever it gives no error
+        verdict = judged(msg[1], ref.check_outputs or None, protocol.tolerance, trial=-1)  # type: ignore[index]
         if isinstance(verdict, ErrorInfo):
             return None, f"torch.compile output could not be checked: {verdict.message}", True
         if verdict.status is not Status.correct:
@@ -400,7 +402,8 @@ class Evaluator:
         if err is not None:
             return None, f"torch.compile timing failed: {err.error_class}: {err.message[:300]}", err.error_class in (
                 "InfraError",)
-        return summarize(msg[0]["event_ms"], protocol.trim_fraction, method=timing_method(msg[0])), None, False  # type: ignore[index]  # expect() gives the frames whenever it gives no error
+        # expect() gives the frames whenever it gives no error
+        return summarize(msg[0]["event_ms"], protocol.trim_fraction, method=timing_method(msg[0])), None, False  # type: ignore[index]
 
     # --- profiling --------------------------------------------------------------------
     def profile(self, task: Task, source: str | None, protocol: EvalProtocol | None = None):
@@ -465,7 +468,8 @@ class Evaluator:
     @staticmethod
     def _reference_failed(ref: Reference) -> EvalResult:
         return EvalResult(status=Status.infra_error, error=ErrorInfo(
-            error_class="ReferenceError", message="the task's reference failed: " + ref.error.message))  # type: ignore[union-attr]  # only called when the reference has an error
+            # only called when the reference has an error
+            error_class="ReferenceError", message="the task's reference failed: " + ref.error.message))  # type: ignore[union-attr]
 
     def cached(self, task: Task, source: str, protocol: EvalProtocol | None = None) -> EvalResult | None:
         """The stored result of an identical earlier submission, if any."""

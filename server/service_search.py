@@ -308,7 +308,8 @@ class SearchService:
         runs = max(1, rep.profiled_runs)
         return ProfileResult(
             node_id=node_id, task_id=task.task_id, device=rep.device, profiled=rep.profiled,
-            summary=self.tree.scrub(rep.summary), candidate_ms=rep.candidate_ms, device_ms_per_run=rep.device_ms_per_run,
+            summary=self.tree.scrub(rep.summary), candidate_ms=rep.candidate_ms,
+            device_ms_per_run=rep.device_ms_per_run,
             triton_share=rep.triton_share,
             kernels=[KernelRow(name=k.name, triton=k.triton, calls_per_run=k.calls / runs, ms_per_run=k.ms_per_run,
                                share=k.share) for k in rep.kernels],

@@ -114,7 +114,8 @@ class TreeService:
             raise InvalidRequest("reading task files is disabled on this server (no --task-root); pass the source text")
         resolved = resolve_task_path(path, self.config.task_roots)
         if resolved.stat().st_size > MAX_SOURCE_CHARS:
-            raise InvalidRequest(f"task file {path!r} is larger than {MAX_SOURCE_CHARS} bytes; register a smaller module")
+            raise InvalidRequest(f"task file {path!r} is larger than {MAX_SOURCE_CHARS} bytes; register a smaller "
+                                 "module")
         try:
             return resolved.read_text(), task_name_from_path(resolved)
         except (OSError, UnicodeDecodeError):
@@ -150,12 +151,13 @@ class TreeService:
                 validation = evaluator.validate_task(task)
             except Exception as exc:  # our fault, not the task's
                 log.exception("validation crashed")
-                raise Unavailable(f"the server could not validate the task ({type(exc).__name__}); retry later") from exc
+                raise Unavailable(f"the server could not validate the task ({type(exc).__name__}); "
+                                  "retry later") from exc
             if not validation.ok:
                 err = validation.error
                 detail = f"{err.error_class}: {err.message}" + (f" (line {err.line})" if err.line else "") if err else ""
-                raise InvalidRequest(self.scrub(f"bad task: the reference does not run: {detail}. Fix the module and "
-                                           "register again"))
+                raise InvalidRequest(self.scrub(f"bad task: the reference does not run: {detail}. Fix the module "
+                                                "and register again"))
             degenerate = [f for f in validation.flags if f.code in DEGENERATE_FLAGS]
             if synthetic and degenerate:
                 why = "; ".join(f"{f.code}: {f.message}" for f in degenerate)

@@ -190,7 +190,8 @@ class WorkerPool:
             sock = self._sock
         if proc and proc.poll() is None:
             try:
-                sock.sendall(wire.pack({"op": Op.exit}))  # type: ignore[union-attr]  # None once closed: the AttributeError is caught
+                # None once closed: the AttributeError is caught
+                sock.sendall(wire.pack({"op": Op.exit}))  # type: ignore[union-attr]
                 proc.wait(5)
             except (OSError, subprocess.TimeoutExpired, AttributeError):
                 proc.kill()
@@ -225,9 +226,11 @@ class WorkerPool:
         with self._lock:
             self._jobs[job_id] = running
             try:
-                sent = socket.send_fds(self._sock, [frame], [w])  # type: ignore[arg-type]  # None once closed: the AttributeError is caught
+                # None once closed: the AttributeError is caught
+                sent = socket.send_fds(self._sock, [frame], [w])  # type: ignore[arg-type]
                 if sent < len(frame):
-                    self._sock.sendall(frame[sent:])  # type: ignore[union-attr]  # None once closed: the AttributeError is caught
+                    # None once closed: the AttributeError is caught
+                    self._sock.sendall(frame[sent:])  # type: ignore[union-attr]
             except (OSError, AttributeError) as exc:
                 self._jobs.pop(job_id, None)
                 os.close(r)
@@ -258,7 +261,8 @@ class WorkerPool:
         self._send({"op": Op.resume})
 
     def run(self, job: dict, timeout_s: float, sink: Sink | None = None) -> WorkerResult:
-        return self.wait(self.submit(job, timeout_s, sink=sink))  # type: ignore[return-value]  # a wait without `until` always returns the result
+        # a wait without `until` always returns the result
+        return self.wait(self.submit(job, timeout_s, sink=sink))  # type: ignore[return-value]
 
     def wait(self, submitted: Submitted, until: threading.Event | None = None) -> WorkerResult | None:
         """The job's result, or None as soon as `until` is set first. The warm parent enforces
@@ -279,7 +283,8 @@ class WorkerPool:
     def _send(self, head: dict) -> None:
         with self._lock:
             try:
-                self._sock.sendall(wire.pack(head))  # type: ignore[union-attr]  # None once closed: the AttributeError is caught
+                # None once closed: the AttributeError is caught
+                self._sock.sendall(wire.pack(head))  # type: ignore[union-attr]
             except (OSError, AttributeError) as exc:
                 log.warning("cannot reach the warm parent: %s", exc)
 

@@ -94,7 +94,8 @@ class Zygote:
                 # Every run request was sent with its result pipe, which arrives with its first byte.
                 self._spawn(head["job_id"], head["job"], float(head["timeout_s"]), self.fds.popleft())
             elif op == Op.go:
-                self._open_gate(self.children.get(head.get("job_id")))  # type: ignore[arg-type]  # a missing id finds no child
+                # a missing id finds no child
+                self._open_gate(self.children.get(head.get("job_id")))  # type: ignore[arg-type]
             elif op == Op.pause:
                 self._pause(head.get("keep"))
                 self._reply({Reply.paused.value: head.get("token")})
