@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# What runs on the GPU machine (see benchmarks/RESULTS.md). Usage: bash benchmarks/gpu_run.sh tests|bench|throughput|round|fidelity|fleet
+# What runs on the GPU machine (see benchmarks/RESULTS.md). Usage: bash benchmarks/gpu_run.sh CASE [ARGS] (the cases below)
 # The image has torch and Triton but not this project's other dependencies: they come as wheels
 # in .whl/ (made by the device-wheels tool), installed into /tmp/site.
 set -uo pipefail
@@ -40,8 +40,17 @@ case "${1:-tests}" in
       --markdown "$out/kb.md" --deadline-s 200 2> "$out/kb.log"; cat "$out/kb.md"; tail -12 "$out/kb.log" ;;
   suite)  # tasks of KernelBench (arguments: kernelbench_suite.py options); rows land in $out/kb.jsonl as they finish
     shift
-    timeout 560 python3 benchmarks/kernelbench_suite.py --problems .kb --jsonl "$out/kb.jsonl" \
+    timeout "${SUITE_TIMEOUT:-560}" python3 benchmarks/kernelbench_suite.py --problems .kb --jsonl "$out/kb.jsonl" \
       --markdown "$out/kb.md" "$@" 2> "$out/kb.log"; cat "$out/kb.md"; tail -25 "$out/kb.log" ;;
+  profile)  # the GPU profile of three level-2 kernels (pass-through, cuBLAS + Triton epilogue, all-Triton)
+    timeout 240 python3 benchmarks/profile_level2.py --problems .kb/level2 --json-out "$out/profile.json" \
+      --markdown "$out/profile.md" 2> "$out/profile.log"; cat "$out/profile.md"; tail -8 "$out/profile.log" ;;
+  compile-baseline)  # the GPU tests of the baselines (eager and torch.compile)
+    timeout 200 python3 -m pytest -q -p no:cacheprovider -rfs --tb=short tests/test_timing_protocol.py \
+      -k "compile or baseline" 2>&1 | tee "$out/pytest_baselines.txt" | tail -15 ;;
+  judge-tests)  # the judge's and the profile's tests on the GPU
+    timeout 240 python3 -m pytest -q -p no:cacheprovider -rfs --tb=short tests/test_judge.py tests/test_profile.py \
+      2>&1 | tee "$out/pytest_judge.txt" | tail -15 ;;
   evaluator)  # the evaluator's GPU paths: timing protocol, worker pool, GPU lock, profiles
     timeout 330 python3 -m pytest -q -p no:cacheprovider -n 2 --dist loadfile -rfs --tb=short tests/test_timing_protocol.py \
       tests/test_worker_pool.py tests/test_gpu_lock.py tests/test_profile.py tests/test_evaluator.py 2>&1 \

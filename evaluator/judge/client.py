@@ -16,6 +16,8 @@ import socket
 import subprocess
 import sys
 import threading
+from contextlib import contextmanager
+from typing import Iterator
 
 from ..sandbox import wire
 
@@ -158,9 +160,10 @@ class JudgeClient:
         return f"r{next(self._ids)}"
 
     def receiver(self, key: str, slot: str, mode: str, metas: list[dict], tolerance: dict | None = None,
-                 trial: int = 0) -> Receiver:
+                 trial: int = 0, in_use: list[str] | None = None) -> Receiver:
         req = self.new_id()
-        self.send({"op": "begin", "req": req, "key": key, "slot": slot, "mode": mode, "metas": metas})
+        self.send({"op": "begin", "req": req, "key": key, "slot": slot, "mode": mode, "metas": metas,
+                   "in_use": in_use or []})
         return Receiver(self, req, {"tolerance": tolerance or {}, "trial": trial})
 
     def flags(self, key: str, tolerance: dict) -> list[dict]:
@@ -174,3 +177,34 @@ class JudgeClient:
 
     def stats(self) -> dict:
         return dict(self.request({"op": "stats"}).get("stats", {}))
+
+
+class KeysInUse:
+    """The judge keys of tasks with work in flight here: their references are evicted last."""
+
+    def __init__(self) -> None:
+        self._counts: dict[str, int] = {}
+        self._released = threading.Condition()
+
+    @contextmanager
+    def hold(self, key: str) -> Iterator[None]:
+        with self._released:
+            self._counts[key] = self._counts.get(key, 0) + 1
+        try:
+            yield
+        finally:
+            with self._released:
+                self._counts[key] -= 1
+                if not self._counts[key]:
+                    del self._counts[key]
+                    self._released.notify_all()
+
+    def keys_held(self) -> list[str]:
+        with self._released:
+            return list(self._counts)
+
+    def wait_for_release(self, timeout: float) -> None:
+        """Until some task's work ends here (or `timeout` seconds)."""
+        with self._released:
+            self._released.wait(timeout)
+

@@ -7,7 +7,8 @@ network namespaces). Still, every size and index in a message is checked before 
 bytes themselves come from candidates.
 
 Messages (framed by `sandbox.wire`), all with a request id `req`:
-- begin {key, slot, mode: store|compare, metas}: outputs of one frame are coming;
+- begin {key, slot, mode: store|compare, metas, in_use}: outputs of one frame are coming; a
+  store never evicts references of keys `in_use`, and answers {busy} when it cannot fit beside them;
 - chunk {index, offset} + bytes: a piece of output `index`;
 - end {tolerance, trial}: the frame is complete; the answer is {stored} or {verdict};
 - flags {key, tolerance}: the task flags that need the reference's outputs (degenerate task,
@@ -32,7 +33,7 @@ from ..sandbox import wire
 from ..types import Tolerance
 from ..reference import Reference
 from ..verdict import degenerate_flags
-from .store import BudgetExceeded, OutputStore
+from .store import BudgetBusy, BudgetExceeded, OutputStore
 
 # Chunks arrive as views of a received (read-only) frame; they are only ever copied from.
 warnings.filterwarnings("ignore", message="The given buffer is not writable")
@@ -111,9 +112,14 @@ class Judge:
         else:
             nbytes = sum(_numel(s) * torch.empty((), dtype=d).element_size() for s, d in zip(shapes, dtypes))
             try:
-                self.store.reserve(pending.key, nbytes)
+                in_use = head.get("in_use")
+                self.store.reserve(pending.key, nbytes, frozenset(map(str, in_use)) if isinstance(in_use, list)
+                                   else frozenset())
             except BudgetExceeded as exc:
                 pending.failure = {"error": str(exc), "too_large": True}
+                return
+            except BudgetBusy as exc:
+                pending.failure = {"error": str(exc), "busy": True}
                 return
         pending.tensors = [torch.empty(s, dtype=d, device=self.device) for s, d in zip(shapes, dtypes)]
         pending.received = [0] * len(pending.tensors)

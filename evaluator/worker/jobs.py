@@ -190,14 +190,8 @@ def run_timing(job: dict, rep: Reporter) -> None:
         _fail(rep, harness.classify(exc, "import"), exc, source, "load")
         return
     try:
-        if job.get("time", True):
-            tuners = harness.autotuners(module) if module is not None else []
-            _time(job, rep, model, task, protocol, device, flag_guard, tuners)
-        else:
-            check = _check_inputs(task, protocol, device)
-            with torch.no_grad():
-                out = model(*check)
-            rep.send({"kind": Kind.checked}, [o for o in harness.as_outputs(out) if isinstance(o, torch.Tensor)])
+        tuners = harness.autotuners(module) if module is not None else []
+        _time(job, rep, model, task, protocol, device, flag_guard, tuners)
     except BaseException as exc:  # noqa: BLE001
         _fail(rep, harness.classify(exc, "run"), exc, source, "timing")
         return
