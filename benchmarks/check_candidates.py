@@ -1,9 +1,9 @@
 """Checks every candidate in benchmarks/candidates against its KernelBench task on the CPU.
 
-Runs in one process on any machine, through Triton's interpreter (it sets TRITON_INTERPRET=1
-before Triton is imported). Each task module is imported and shrunk: its module-level sizes
-(integers of 32 or more, and tuples of them) are replaced by small ones, the same small value
-for the same original, so shapes that agree at full size still agree. Reference and candidate
+Runs in one process on any machine, through Triton's interpreter (run as a script, it sets
+TRITON_INTERPRET=1 before Triton is imported). Each task module is imported and shrunk: its
+module-level sizes (integers of 32 or more, and tuples of them) are replaced by small ones, the
+same small value for the same original, so shapes that agree at full size still agree. Reference and candidate
 are built under the same seed, as both harnesses build them, and compared on fresh seeded
 inputs with our evaluator's default tolerance; the field's fp32 tolerance (1e-4) is reported
 alongside.
@@ -23,8 +23,6 @@ import sys
 import time
 import traceback
 from pathlib import Path
-
-os.environ["TRITON_INTERPRET"] = "1"
 
 HERE = Path(__file__).resolve().parent
 CANDIDATES = HERE / "candidates"
@@ -114,6 +112,8 @@ def main() -> int:
                     help="a size s >= 32 becomes round(s ** exponent); 0.55 gives several tiles per kernel")
     args = ap.parse_args()
 
+    # Before anything imports Triton: the candidates' kernels then run on the CPU.
+    os.environ["TRITON_INTERPRET"] = "1"
     from adaexplore.evaluator.types import Protocol
 
     tol = Protocol().tolerance

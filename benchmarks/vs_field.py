@@ -40,6 +40,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
+sys.path.insert(0, str(HERE))
 CANDIDATES = HERE / "candidates" / "level2"
 
 SEARCH_TASKS = ["12_Gemm_Multiply_LeakyReLU", "63_Gemm_ReLU_Divide", "86_Matmul_Divide_GELU",
@@ -102,7 +103,6 @@ def field_order(subs: list[dict]) -> list[dict]:
 def shrunk_source(source: str, exponent: float = 0.4) -> str:
     """A task's source with its size constants made small, for the CPU check: assignments
     appended at the end win, since get_inputs/get_init_inputs read the globals when called."""
-    sys.path.insert(0, str(HERE))
     from check_candidates import shrink
 
     namespace: dict = {}
@@ -215,6 +215,8 @@ def summarize(shape: str, ours: dict, field: dict, field_total: int) -> dict:
                  "latency_p50_s": percentile([r["latency_s"] for r in rows], 50),
                  "latency_p95_s": percentile([r["latency_s"] for r in rows], 95),
                  "statuses": statuses, "baselines": ours.get("baselines"),
+                 "registration_failed": {k: v.get("error") for k, v in (ours.get("registration") or {}).items()
+                                         if not v.get("ok")},
                  "cheat_detected": [{"key": r["key"], "reason": r.get("detail")} for r in rows
                                     if r["status"] == "cheat_detected"]},
         "field": {"ran": len(f_walls), "distinct_total": field_total, "parallel": parallel,
@@ -252,6 +254,8 @@ def render(summary: dict, device: str) -> str:
              f"at {fmt(o['register_s'], '.1f')} s), all candidates. Latency is from submission (all at t=0, "
              "registration included) to result. Statuses: "
              + ", ".join(f"{k}: {v}" for k, v in sorted(o["statuses"].items())) + "."]
+    for task, err in o.get("registration_failed", {}).items():
+        lines.append(f"Registration of {task} failed: {err}")
     if f.get("skipped_reason"):
         lines.append(f"Field side not run: {f['skipped_reason']}.")
     elif f["subsampled"]:
@@ -427,6 +431,15 @@ def run_shape(shape: str, problems: Path, harness: Path | None, root: Path, args
     return {"summary": summarize(shape, ours, field, len(order)), "ours": ours, "field": field}
 
 
+def where_time_went(trace: list[dict]) -> str:
+    """Our worker jobs by kind, mean (max) seconds per phase (the throughput benchmark's table)."""
+    try:
+        from eval_throughput import trace_table
+    except ImportError as exc:  # the table is a diagnostic; the report stands without it
+        return f"(no phase table: {exc})\n"
+    return "\n".join(["Where our worker jobs spent their time, mean (max) seconds:", "", *trace_table(trace)]) + "\n"
+
+
 def first_existing(*paths: Path) -> Path | None:
     return next((p for p in paths if p.exists()), None)
 
@@ -470,8 +483,12 @@ def main() -> int:
         # Two shapes in one call share the deadline evenly: the first must leave the second its part.
         shape_deadline = start + args.deadline_s * (i + 1) / len(shapes)
         results[shape] = run_shape(shape, problems, harness, root, args, shape_deadline)
-    text = f"# Our evaluator against the field's harness ({device})\n\n" + "\n".join(
-        render(r["summary"], device) for r in results.values())
+    parts = []
+    for r in results.values():
+        parts.append(render(r["summary"], device))
+        if r["ours"].get("trace"):
+            parts.append(where_time_went(r["ours"]["trace"]))
+    text = f"# Our evaluator against the field's harness ({device})\n\n" + "\n".join(parts)
     text += f"\nCommand: `python benchmarks/vs_field.py {' '.join(sys.argv[1:])}`; total {time.monotonic() - start:.0f} s.\n"
     print(text)
     if args.markdown:

@@ -23,7 +23,9 @@ def bias_sigmoid_kernel(y_ptr, bias_ptr, n_elements, n_cols, BLOCK: tl.constexpr
 @triton.jit
 def bias_logsumexp_kernel(y_ptr, bias_ptr, out_ptr, N, BLOCK_N: tl.constexpr):
     row = tl.program_id(0).to(tl.int64)
-    m = tl.full((BLOCK_N,), float("-inf"), dtype=tl.float32)
+    # Per-lane running max and sum of exponentials. The max starts finite so that a lane that has
+    # seen only masked columns (-inf) never computes exp(-inf - -inf).
+    m = tl.full((BLOCK_N,), -1e30, dtype=tl.float32)
     s = tl.zeros((BLOCK_N,), dtype=tl.float32)
     for c0 in range(0, N, BLOCK_N):
         cols = c0 + tl.arange(0, BLOCK_N)
@@ -31,11 +33,10 @@ def bias_logsumexp_kernel(y_ptr, bias_ptr, out_ptr, N, BLOCK_N: tl.constexpr):
         v = tl.load(y_ptr + row * N + cols, mask=mask, other=0.0) + tl.load(bias_ptr + cols, mask=mask, other=0.0)
         v = tl.where(mask, v, float("-inf"))
         new_m = tl.maximum(m, v)
-        # Lanes that have seen nothing yet keep -inf; exp(-inf - -inf) would be NaN.
-        s = tl.where(new_m == float("-inf"), 0.0, s * tl.exp(m - new_m) + tl.exp(v - new_m))
+        s = s * tl.exp(m - new_m) + tl.exp(v - new_m)
         m = new_m
     top = tl.max(m, axis=0)
-    total = tl.sum(tl.where(m == float("-inf"), 0.0, s * tl.exp(m - top)), axis=0)
+    total = tl.sum(s * tl.exp(m - top), axis=0)
     tl.store(out_ptr + row, top + tl.log(total))
 
 
