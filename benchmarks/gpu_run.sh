@@ -61,4 +61,8 @@ case "${1:-tests}" in
       | tee "$out/pytest_gpu.txt" | tail -15
     timeout 400 python3 benchmarks/kernelbench_suite.py --problems .kb --jsonl "$out/kb.jsonl" \
       --markdown "$out/kb.md" "$@" 2> "$out/kb.log"; cat "$out/kb.md"; tail -25 "$out/kb.log" ;;
+  vs-field)  # our evaluator against the field's harness (arguments: vs_field.py options, e.g. --shape first)
+    shift
+    timeout 585 python3 benchmarks/vs_field.py --problems .kb --json-out "$out/vs_field.json" \
+      --markdown "$out/vs_field.md" "$@" 2> "$out/vs_field.log"; cat "$out/vs_field.md"; tail -25 "$out/vs_field.log" ;;
 esac
