@@ -91,6 +91,10 @@ class JudgeClient:
         if not self._ready.wait(120):
             raise JudgeError("the judge process did not start in time")
 
+    def start(self) -> None:
+        """Start the judge process now rather than on first use (raises JudgeError if it cannot)."""
+        self._ensure()
+
     def close(self) -> None:
         proc, self._proc = self._proc, None
         self._ready.clear()
