@@ -173,12 +173,15 @@ class EvaluatorFleet:
         self.device = self.devices[0]
 
     def start(self) -> float:
-        """Start every member's processes at once (not one after another); returns the seconds taken."""
+        """Start every member's processes at once (not one after another): all are launched,
+        then waited for. Returns the seconds taken."""
         t0 = time.monotonic()
-        starters = [m.start for m in self.members if hasattr(m, "start")]
-        if starters:
-            with ThreadPoolExecutor(len(starters)) as ex:
-                list(ex.map(lambda f: f(), starters))
+        for m in self.members:
+            if hasattr(m, "launch"):
+                m.launch()
+        for m in self.members:
+            if hasattr(m, "start"):
+                m.start()
         return time.monotonic() - t0
 
     # --- the Evaluator API ---------------------------------------------------------------

@@ -123,18 +123,19 @@ class Evaluator:
         # With `trace`, where each worker job spent its time (see `_trace`), for benchmarks.
         self.trace: list[dict] | None = [] if trace else None
 
+    def launch(self) -> None:
+        """Start the warm parent and the judge without waiting for them (see `start`)."""
+        self.pool.launch()
+        self.judge.launch()
+
     def start(self) -> None:
         """Start the warm parent and the judge now, side by side, rather than on first use."""
-        def start_judge() -> None:
-            try:
-                self.judge.start()
-            except JudgeError as exc:  # the first job that needs it tries again and reports it
-                log.warning("the judge did not start: %s", exc)
-
-        judge = threading.Thread(target=start_judge, name="adaexplore-judge-start", daemon=True)
-        judge.start()
+        self.launch()
         self.pool.ensure_started()
-        judge.join()
+        try:
+            self.judge.start()
+        except JudgeError as exc:  # the first job that needs it tries again and reports it
+            log.warning("the judge did not start: %s", exc)
 
     def close(self) -> None:
         self.pool.close()

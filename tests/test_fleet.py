@@ -76,7 +76,6 @@ class Stub:
         self.broken_reference = broken_reference
         self.seen = []
         self.validated = []
-        self.started = []
         self._results = {}
 
     def cached(self, task, source, protocol=None):
@@ -97,9 +96,6 @@ class Stub:
     def validate_task(self, task):
         self.validated.append(task.name)
         return TaskValidation(ok=True, device=self.device)
-
-    def start(self):
-        self.started.append(True)
 
     def close(self):
         pass
@@ -157,18 +153,19 @@ def test_a_member_whose_reference_failed_is_no_home_of_the_task():
     assert fleet.dispatch.homes[(task.task_id, task.protocol.key())] == set()
 
 
-def test_the_fleet_starts_its_members_at_the_same_time():
-    meeting = threading.Barrier(3, timeout=20)  # passes only if all three start at once
+def test_the_fleet_launches_every_member_before_it_waits_for_any():
+    events = []
 
-    class Slow(Stub):
+    class Booting(Stub):
+        def launch(self):
+            events.append(("launch", self.device))
+
         def start(self):
-            meeting.wait()
-            self.started.append(True)
+            events.append(("ready", self.device))
 
-    stubs = [Slow(f"cuda:{i}") for i in range(3)]
-    fleet = EvaluatorFleet(members=stubs)
+    fleet = EvaluatorFleet(members=[Booting(f"cuda:{i}") for i in range(3)])
     fleet.start()
-    assert all(s.started for s in stubs) and not meeting.broken
+    assert [e for e, _ in events] == ["launch"] * 3 + ["ready"] * 3
 
 
 def test_validating_on_every_member_gives_each_gpu_its_own_reference():
@@ -254,6 +251,7 @@ def test_a_timing_on_one_gpu_does_not_hold_up_the_other_members_work(tmp_path):
     other_process = GpuLock(locks, "0")  # someone else times on GPU 0 all along
     try:
         fleet.start()
+        assert all(m.pool.warm_parent_pid() for m in members)  # both up before any job
         with ThreadPoolExecutor(1) as ex:
             with other_process.exclusive():
                 waiting = ex.submit(members[0].evaluate, task, source)

@@ -304,6 +304,55 @@ def test_the_timed_config_is_the_one_tuned_again_on_the_quiet_gpu(tmp_path):
     assert result.autotune_configs[0].startswith("softmax_kernel: ") and "num_warps: 2" in result.autotune_configs[0]
 
 
+def _time_in_process(tmp_path, monkeypatch, source: str) -> tuple[int, dict]:
+    """Run the timing job's measuring half here on the CPU; returns how many times it measured
+    and its report."""
+    import torch
+
+    from adaexplore.evaluator.worker import timing
+
+    measured, sent = [], []
+    real = timing.time_model
+    monkeypatch.setattr(timing, "time_model", lambda *a, **k: measured.append(1) or real(*a, **k))
+
+    class Reporter:
+        def send(self, head, tensors=None):
+            sent.append(head)
+
+        def wait_for_gpu(self):
+            pass
+
+    try:
+        module = harness.load_candidate(source, str(tmp_path))
+        task = harness.load_task(example_task("softmax").source)
+        jobs._time({}, Reporter(), module.ModelNew(), task, Protocol(warmup_runs=1, timed_runs=3),
+                   torch.device("cpu"), None, module)
+    finally:
+        sys.modules.pop("candidate", None)
+    return len(measured), sent[0]
+
+
+# Calls the autotuned kernel only from its `FIRST` call on (plain torch before that).
+LATE_TUNED = TUNED_BY_ORDER.replace("class ModelNew(nn.Module):", """FIRST = 1
+
+
+class ModelNew(nn.Module):""").replace("""        x = x.contiguous()""", """        self.calls = getattr(self, "calls", 0) + 1
+        if self.calls < FIRST:
+            return torch.softmax(x, dim=-1)
+        x = x.contiguous()""")
+
+
+def test_a_kernel_tuned_before_the_clock_is_measured_once(tmp_path, monkeypatch):
+    runs, report = _time_in_process(tmp_path, monkeypatch, LATE_TUNED)
+    assert runs == 1 and "num_warps: 2" in report["autotuned"][0]
+
+
+def test_a_kernel_first_tuned_inside_the_timed_region_is_measured_again(tmp_path, monkeypatch):
+    # before the gate: call 1; tuning runs: 2 and 3; warm-up: 4; timed runs from call 5
+    runs, report = _time_in_process(tmp_path, monkeypatch, LATE_TUNED.replace("FIRST = 1", "FIRST = 6"))
+    assert runs == 2 and report["autotuned"][0].startswith("softmax_kernel: ")
+
+
 def test_a_retune_forgets_choices_in_memory_and_on_disk():
     class Tuner:
         cache = {("n", 8): "num_warps: 8"}
