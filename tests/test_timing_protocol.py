@@ -311,6 +311,7 @@ def _time_in_process(tmp_path, monkeypatch, source: str) -> tuple[int, dict]:
 
     from adaexplore.evaluator.worker import timing
 
+    monkeypatch.setenv("TRITON_INTERPRET", "1")  # CPU tensors, on a GPU machine too
     measured, sent = [], []
     real = timing.time_model
     monkeypatch.setattr(timing, "time_model", lambda *a, **k: measured.append(1) or real(*a, **k))

@@ -110,7 +110,7 @@ def autotuners(module: types.ModuleType) -> list:
     seen = {id(t) for t in found}
     for obj in gc.get_objects():  # type(), not isinstance: no object's __class__ is asked
         if issubclass(type(obj), Autotuner) and id(obj) not in seen \
-                and getattr(getattr(obj, "base_fn", None), "__module__", None) == module.__name__:
+                and getattr(getattr(obj, "base_fn", None), "__globals__", None) is vars(module):
             found.append(obj)
     return found
 
