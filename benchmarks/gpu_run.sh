@@ -30,9 +30,13 @@ case "${1:-tests}" in
   fidelity)
     timeout 540 python3 benchmarks/timing_fidelity.py --json-out "$out/fidelity.json" \
       > "$out/fidelity.md" 2> "$out/fidelity.log"; cat "$out/fidelity.md"; tail -20 "$out/fidelity.log" ;;
-  fleet)  # one GPU against two, in one run (needs two GPUs)
-    timeout 540 python3 benchmarks/fleet_scaling.py --json-out "$out/fleet.json" \
-      > "$out/fleet.md" 2> "$out/fleet.log"; cat "$out/fleet.md"; tail -30 "$out/fleet.log" ;;
+  fleet)  # one GPU against two (needs two GPUs): the mix, then the search-shaped level-2 workload
+    # (tasks from .kb/level2 with candidates in benchmarks/candidates/level2; skipped if either is absent)
+    timeout 240 python3 benchmarks/fleet_scaling.py --deadline-s 150 --json-out "$out/fleet.json" \
+      > "$out/fleet.md" 2> "$out/fleet.log"; cat "$out/fleet.md"; tail -12 "$out/fleet.log"
+    timeout 270 python3 benchmarks/fleet_scaling.py --kb-level2 .kb/level2 --copies 1 --cross-max 12 \
+      --deadline-s 170 --json-out "$out/fleet_kb.json" > "$out/fleet_kb.md" 2> "$out/fleet_kb.log"
+    cat "$out/fleet_kb.md"; tail -12 "$out/fleet_kb.log" ;;
   judge)  # the sandbox and the judge on the GPU: hostile and exploit suites, then a few real tasks
     timeout 240 python3 -m pytest -q -p no:cacheprovider -rfs --tb=short tests/test_sandbox_hostile.py \
       tests/test_exploits.py tests/test_wire_compare.py 2>&1 | tee "$out/pytest_gpu.txt" | tail -30

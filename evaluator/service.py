@@ -69,7 +69,7 @@ class Evaluator:
                  visible_devices: str | None = None, cpu_timing: bool = False,
                  quiet_timing: bool = True, trace: bool = False, hidden_paths: list[str | Path] | None = None,
                  sandbox_tmp_bytes: int = 1 << 30, max_processes: int = 256,
-                 judge_budget_bytes: int = 0) -> None:
+                 judge_budget_bytes: int = 0, cores: int | None = None) -> None:
         self.device = device or default_device()
         self.is_gpu = self.device.startswith("cuda")
         # With `visible_devices` the workers see exactly one GPU (by physical id) as cuda:0.
@@ -109,6 +109,7 @@ class Evaluator:
         self.judge = JudgeClient(self.job_device if self.visible_devices else self.device, judge_budget_bytes,
                                  visible_devices=self.visible_devices, work_dir=str(base))
         self.max_parallel = max_parallel or default_parallel(self.is_gpu)
+        self.cores = cores or os.cpu_count() or 1  # the cores this evaluator's workers share
         self._slots = threading.BoundedSemaphore(self.max_parallel)
         self._memory: DeviceMemory | None = None  # device memory admission, sized on first use
         self._memory_guard = threading.Lock()
@@ -124,6 +125,20 @@ class Evaluator:
         self.gpu = GpuLock(self.lock_dir, self.physical_id, pause=self.pool.pause, resume=self.pool.resume)
         # With `trace`, where each worker job spent its time (see `_trace`), for benchmarks.
         self.trace: list[dict] | None = [] if trace else None
+
+    def launch(self) -> None:
+        """Start the warm parent and the judge without waiting for them (see `start`)."""
+        self.pool.launch()
+        self.judge.launch()
+
+    def start(self) -> None:
+        """Start the warm parent and the judge now, side by side, rather than on first use."""
+        self.launch()
+        self.pool.ensure_started()
+        try:
+            self.judge.start()
+        except JudgeError as exc:  # the first job that needs it tries again and reports it
+            log.warning("the judge did not start: %s", exc)
 
     def close(self) -> None:
         self.pool.close()
@@ -145,7 +160,7 @@ class Evaluator:
     # --- jobs -----------------------------------------------------------------------
     def _job(self, kind: str, task: Task, protocol: Protocol, **extra) -> dict:
         # Workers share the cores: each gets its share of intra-op threads, not all of them.
-        threads = max(1, (os.cpu_count() or 1) // self.max_parallel)
+        threads = max(1, self.cores // self.max_parallel)
         job = {"kind": kind, "task_source": task.source, "protocol": protocol.model_dump(mode="json"),
                "device": self.job_device, "threads": threads, "judge_key": self.judge_key(task, protocol), **extra}
         if self.memory_limit_bytes and not self.is_gpu:

@@ -73,6 +73,14 @@ class JudgeClient:
     def _ensure(self) -> None:
         if self._ready.is_set():  # up and answering (the reader clears it when the judge ends)
             return
+        self.launch()
+        if not self._ready.wait(120):
+            raise JudgeError("the judge process did not start in time")
+
+    def launch(self) -> None:
+        """Start the judge process if it is not running, without waiting for it to be ready."""
+        if self._ready.is_set():
+            return
         with self._start_lock:
             if self._proc is not None and self._proc.poll() is None:
                 return
@@ -90,8 +98,10 @@ class JudgeClient:
             self.generation += 1
             threading.Thread(target=self._read_loop, args=(self._proc, ours), daemon=True,
                              name="adaexplore-judge-reader").start()
-        if not self._ready.wait(120):
-            raise JudgeError("the judge process did not start in time")
+
+    def start(self) -> None:
+        """Start the judge process now rather than on first use (raises JudgeError if it cannot)."""
+        self._ensure()
 
     def close(self) -> None:
         proc, self._proc = self._proc, None
