@@ -46,6 +46,9 @@ case "${1:-tests}" in
     shift
     timeout "${SUITE_TIMEOUT:-560}" python3 benchmarks/kernelbench_suite.py --problems .kb --jsonl "$out/kb.jsonl" \
       --markdown "$out/kb.md" "$@" 2> "$out/kb.log"; cat "$out/kb.md"; tail -25 "$out/kb.log" ;;
+  stream)  # how fast outputs reach the judge (arguments: judge_stream.py options, e.g. --gb 2)
+    shift
+    timeout 300 python3 benchmarks/judge_stream.py "$@" 2>&1 | tee "$out/stream.txt" | tail -20 ;;
   profile)  # the GPU profile of three level-2 kernels (pass-through, cuBLAS + Triton epilogue, all-Triton)
     timeout 240 python3 benchmarks/profile_level2.py --problems .kb/level2 --json-out "$out/profile.json" \
       --markdown "$out/profile.md" 2> "$out/profile.log"; cat "$out/profile.md"; tail -8 "$out/profile.log" ;;

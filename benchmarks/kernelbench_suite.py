@@ -160,6 +160,20 @@ def summarize(rows: list[dict], peaks: dict[int, dict]) -> str:
     return "\n".join(lines + ["", "Refused:" if refusals else "Refused: none", *refusals]) + "\n"
 
 
+def judge_line(ev) -> str:
+    """What the judge received and where its time went; what the relay to it cost this process."""
+    try:
+        stats = ev.judge.stats()
+    except Exception as exc:  # noqa: BLE001 - a report line, not a verdict
+        return f"Judge: no stats ({exc})\n"
+    relay = ev.judge.relay
+    rate = relay["bytes"] / relay["seconds"] / 1e9 if relay["seconds"] else 0.0
+    return (f"Judge: {stats.get('bytes_in', 0) / 1e9:.1f} GB received; seconds "
+            + ", ".join(f"{k} {v:.0f}" for k, v in stats.get("seconds", {}).items())
+            + f". Relay from workers: {relay['bytes'] / 1e9:.1f} GB in {relay['seconds']:.0f} s summed over jobs"
+            f" ({rate:.2f} GB/s per stream).\n")
+
+
 def where_time_went(trace: list[dict], wall_s: float) -> str:
     """Worker jobs of this run by kind: how many, and their summed seconds per phase."""
     groups: dict[str, dict[str, float]] = {}
@@ -230,19 +244,21 @@ def main() -> int:
                         fh.write(json.dumps(row) + "\n")
                     if args.markdown:  # a run cut short still leaves its summary so far
                         args.markdown.write_text(summarize(rows, {**level_peaks, level: peaks.snapshot()})
-                                                 + "\n" + where_time_went(ev.trace or [], time.monotonic() - start))
+                                                 + "\n" + where_time_went(ev.trace or [], time.monotonic() - start)
+                                                 + "\n" + judge_line(ev))
                 print(json.dumps(row)[:300], file=sys.stderr, flush=True)
 
             with ThreadPoolExecutor(args.parallel) as pool:
                 list(pool.map(run, todo))
             level_peaks[level] = peaks.reset()
             level_peaks[level]["judge"] = ev.judge.stats()
+        judge = judge_line(ev)
     finally:
         peaks.stop()
         ev.close()
     text = summarize(rows, level_peaks)
     text += "\nPeak memory per level, measured this run: " + json.dumps(level_peaks) + "\n"
-    text += "\n" + where_time_went(ev.trace or [], time.monotonic() - start)
+    text += "\n" + where_time_went(ev.trace or [], time.monotonic() - start) + "\n" + judge
     if args.markdown:
         args.markdown.write_text(text)
     print(text)

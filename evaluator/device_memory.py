@@ -4,7 +4,8 @@ Worker slots alone let several large tasks share a GPU until one of them runs ou
 a failure that is the evaluator's, not the task's or the kernel's. Each job reserves what it is
 expected to need before it starts and gives it back when it ends; a job waits while the device
 is spoken for. Estimates come from the reference's own measured peak (`estimate`); a task not
-yet measured reserves half of the device, so at most two unknown tasks start at once. A job
+yet measured reserves a fifth of the device, so five unknown tasks may start at once (one that
+turns out larger runs out of memory and runs again alone, see below). A job
 larger than the whole device runs alone, and so does a job run again because it ran out of
 memory beside others (`ALONE`); while such a job waits, no new job starts, so it cannot starve.
 Without a capacity (the CPU) nothing is limited.
@@ -16,7 +17,7 @@ import threading
 from contextlib import contextmanager
 from typing import Iterator
 
-UNKNOWN_SHARE = 0.5
+UNKNOWN_SHARE = 0.2
 HEADROOM = 1.25  # a reference measured once may take a little more another time
 CANDIDATE_FACTOR = 1.5  # a candidate may keep more intermediates than the reference
 # A timing keeps two input sets and a live copy refreshed in place besides the outputs, where

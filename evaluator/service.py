@@ -30,8 +30,8 @@ from .sandbox.pool import WorkerPool, WorkerResult
 from .stats import contended, summarize
 from .task import Task, source_hash
 from .types import ErrorInfo, EvalResult, Protocol, Status, TaskFlag, TaskValidation, TimingStats
-from .verdict import (REFERENCE_LOST, correctness_verdict, expect, judged, timing_method, timing_numbers,
-                      timing_verdict)
+from .verdict import (REFERENCE_LOST, correctness_verdict, escaped_work, expect, judged, timing_method,
+                      timing_numbers, timing_verdict)
 
 log = logging.getLogger("adaexplore.evaluator")
 
@@ -54,6 +54,19 @@ def default_parallel(is_gpu: bool, members: int = 1) -> int:
     cores (each child also holds a CUDA context); interpreter runs are heavier, up to 4."""
     cores = max(1, (os.cpu_count() or 1) // max(1, members))
     return max(1, min(8 if is_gpu else 4, cores))
+
+
+def disturbed(head: dict) -> bool:
+    """Whether a timing run shows another context's work on the GPU: its L2 flushes varied, or
+    the device stayed busy after the timed calls returned. An honest kernel can look as if its
+    work escaped the stream only because of such work, so either is measured again on a quiet
+    GPU before anything is reported (a kernel whose work really escapes does so there too)."""
+    event_ms = timing_numbers(head, "event_ms") or []
+    if not event_ms:
+        return False
+    median = sorted(event_ms)[len(event_ms) // 2]
+    return contended(timing_numbers(head, "flush_ms") or []) or escaped_work(
+        timing_numbers(head, "drain_ms"), median) is not None
 
 
 def default_device() -> str:
@@ -269,7 +282,7 @@ class Evaluator:
             log.info("a %s timing ran out of device memory beside others; running it alone", job["kind"])
             res = self._run_timed_once(job, timeout_s, pause=True, alone=True)
         msg = res.first(Kind.timing)
-        if msg is not None and contended(timing_numbers(msg[0], "flush_ms") or []):
+        if msg is not None and disturbed(msg[0]):
             log.info("the GPU was shared during a %s timing; measuring again on a quiet GPU", job["kind"])
             res = self._run_timed_once(job, timeout_s, pause=False)
         return res

@@ -131,7 +131,7 @@ def test_device_memory_estimates_from_the_reference_and_is_off_on_the_cpu():
     from adaexplore.evaluator.device_memory import DeviceMemory
 
     gpu = DeviceMemory(capacity_bytes=100 << 30)
-    assert gpu.estimate(None, candidate=False) == 50 << 30  # unknown: half the device
+    assert gpu.estimate(None, candidate=False) == 20 << 30  # unknown: a fifth of the device
     assert gpu.estimate(8 << 30, candidate=True) > gpu.estimate(8 << 30, candidate=False) > 8 << 30
     cpu = DeviceMemory(capacity_bytes=None)
     assert cpu.estimate(None, candidate=True) == 0

@@ -72,6 +72,25 @@ def test_a_contended_timing_is_measured_again_without_pausing(tmp_path, monkeypa
         ev.close()
 
 
+def test_work_that_seems_to_escape_under_load_is_measured_again_on_a_quiet_gpu(tmp_path, monkeypatch):
+    """Another context's work keeps the device busy after an honest kernel's calls return; that
+    must not be reported as the kernel's work escaping its stream."""
+    def result(drain):
+        return timing_report({"event_ms": [0.2] * 20, "flush_ms": [0.07] * 20, "drain_ms": drain})
+
+    calls = []
+    answers = [result([1.0] * 10), result([0.2] * 10)]  # busy after return under load, then quiet
+    ev = Evaluator(work_dir=tmp_path, cpu_timing=True)
+    try:
+        monkeypatch.setattr(ev, "_run_timed_once", lambda job, t, pause: calls.append(pause) or answers[len(calls) - 1])
+        res = ev._run_timed({"kind": "timing"}, 10)
+        assert calls == [True, False] and res is answers[1]
+        head = res.first("timing")[0]
+        assert escaped_work(head["drain_ms"], 0.2) is None
+    finally:
+        ev.close()
+
+
 def test_a_malformed_timing_report_is_a_cheat_not_a_crash():
     """A candidate that tampers with the harness in its own process can change what the timing
     report carries; the trusted side never trips over it."""

@@ -16,6 +16,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from contextlib import contextmanager
 from typing import Iterator
 
@@ -40,9 +41,11 @@ class Receiver:
 
     def write(self, index: int, offset: int, data) -> None:
         view = memoryview(data).cast("B")
+        t0 = time.perf_counter()
         for start in range(0, len(view), CHUNK_BYTES):
             piece = view[start:start + CHUNK_BYTES]
             self.client.send({"op": "chunk", "req": self.req, "index": index, "offset": offset + start}, [piece])
+        self.client.relayed(len(view), time.perf_counter() - t0)
 
     def close(self) -> dict:
         """The judge's answer: {"stored"}, {"verdict"}, {"missing"} or {"error", "ours"}."""
@@ -68,6 +71,8 @@ class JudgeClient:
         self._waiting: dict[str, tuple[threading.Event, list]] = {}
         self._ids = itertools.count(1)
         self._ready = threading.Event()
+        self.relay = {"bytes": 0, "seconds": 0.0}  # outputs relayed to the judge, and the time it took
+        self._relay_lock = threading.Lock()
 
     # --- lifecycle ------------------------------------------------------------------------
     def _ensure(self) -> None:
@@ -165,6 +170,11 @@ class JudgeClient:
             self._waiting.pop(req, None)
             raise JudgeError("the judge did not answer in time")
         return box[0]
+
+    def relayed(self, nbytes: int, seconds: float) -> None:
+        with self._relay_lock:
+            self.relay["bytes"] += nbytes
+            self.relay["seconds"] += seconds
 
     def new_id(self) -> str:
         return f"r{next(self._ids)}"
