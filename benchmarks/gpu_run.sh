@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# What runs on the GPU machine (see benchmarks/RESULTS.md). Usage: bash benchmarks/gpu_run.sh tests|bench|throughput|round|fidelity|fleet
+# What runs on the GPU machine (see benchmarks/RESULTS.md). Usage: bash benchmarks/gpu_run.sh CASE [ARGS] (the cases below)
 # The image has torch and Triton but not this project's other dependencies: they come as wheels
 # in .whl/ (made by the device-wheels tool), installed into /tmp/site.
 set -uo pipefail
@@ -30,9 +30,13 @@ case "${1:-tests}" in
   fidelity)
     timeout 540 python3 benchmarks/timing_fidelity.py --json-out "$out/fidelity.json" \
       > "$out/fidelity.md" 2> "$out/fidelity.log"; cat "$out/fidelity.md"; tail -20 "$out/fidelity.log" ;;
-  fleet)  # one GPU against two, in one run (needs two GPUs)
-    timeout 540 python3 benchmarks/fleet_scaling.py --json-out "$out/fleet.json" \
-      > "$out/fleet.md" 2> "$out/fleet.log"; cat "$out/fleet.md"; tail -30 "$out/fleet.log" ;;
+  fleet)  # one GPU against two (needs two GPUs): the mix, then the search-shaped level-2 workload
+    # (tasks from .kb/level2 with candidates in benchmarks/candidates/level2; skipped if either is absent)
+    timeout 240 python3 benchmarks/fleet_scaling.py --deadline-s 150 --json-out "$out/fleet.json" \
+      > "$out/fleet.md" 2> "$out/fleet.log"; cat "$out/fleet.md"; tail -12 "$out/fleet.log"
+    timeout 270 python3 benchmarks/fleet_scaling.py --kb-level2 .kb/level2 --copies 1 --cross-max 12 \
+      --deadline-s 170 --json-out "$out/fleet_kb.json" > "$out/fleet_kb.md" 2> "$out/fleet_kb.log"
+    cat "$out/fleet_kb.md"; tail -12 "$out/fleet_kb.log" ;;
   judge)  # the sandbox and the judge on the GPU: hostile and exploit suites, then a few real tasks
     timeout 240 python3 -m pytest -q -p no:cacheprovider -rfs --tb=short tests/test_sandbox_hostile.py \
       tests/test_exploits.py tests/test_wire_compare.py 2>&1 | tee "$out/pytest_gpu.txt" | tail -30
@@ -40,8 +44,20 @@ case "${1:-tests}" in
       --markdown "$out/kb.md" --deadline-s 200 2> "$out/kb.log"; cat "$out/kb.md"; tail -12 "$out/kb.log" ;;
   suite)  # tasks of KernelBench (arguments: kernelbench_suite.py options); rows land in $out/kb.jsonl as they finish
     shift
-    timeout 560 python3 benchmarks/kernelbench_suite.py --problems .kb --jsonl "$out/kb.jsonl" \
+    timeout "${SUITE_TIMEOUT:-560}" python3 benchmarks/kernelbench_suite.py --problems .kb --jsonl "$out/kb.jsonl" \
       --markdown "$out/kb.md" "$@" 2> "$out/kb.log"; cat "$out/kb.md"; tail -25 "$out/kb.log" ;;
+  stream)  # how fast outputs reach the judge (arguments: judge_stream.py options, e.g. --gb 2)
+    shift
+    timeout 300 python3 benchmarks/judge_stream.py "$@" 2>&1 | tee "$out/stream.txt" | tail -20 ;;
+  profile)  # the GPU profile of three level-2 kernels (pass-through, cuBLAS + Triton epilogue, all-Triton)
+    timeout 240 python3 benchmarks/profile_level2.py --problems .kb/level2 --json-out "$out/profile.json" \
+      --markdown "$out/profile.md" 2> "$out/profile.log"; cat "$out/profile.md"; tail -8 "$out/profile.log" ;;
+  compile-baseline)  # the GPU tests of the baselines (eager and torch.compile)
+    timeout 200 python3 -m pytest -q -p no:cacheprovider -rfs --tb=short tests/test_timing_protocol.py \
+      -k "compile or baseline" 2>&1 | tee "$out/pytest_baselines.txt" | tail -15 ;;
+  judge-tests)  # the judge's and the profile's tests on the GPU
+    timeout 240 python3 -m pytest -q -p no:cacheprovider -rfs --tb=short tests/test_judge.py tests/test_profile.py \
+      2>&1 | tee "$out/pytest_judge.txt" | tail -15 ;;
   evaluator)  # the evaluator's GPU paths: timing protocol, worker pool, GPU lock, profiles
     timeout 330 python3 -m pytest -q -p no:cacheprovider -n 2 --dist loadfile -rfs --tb=short tests/test_timing_protocol.py \
       tests/test_worker_pool.py tests/test_gpu_lock.py tests/test_profile.py tests/test_evaluator.py 2>&1 \
@@ -52,4 +68,8 @@ case "${1:-tests}" in
       | tee "$out/pytest_gpu.txt" | tail -15
     timeout 400 python3 benchmarks/kernelbench_suite.py --problems .kb --jsonl "$out/kb.jsonl" \
       --markdown "$out/kb.md" "$@" 2> "$out/kb.log"; cat "$out/kb.md"; tail -25 "$out/kb.log" ;;
+  vs-field)  # our evaluator against the field's harness (arguments: vs_field.py options, e.g. --shape first)
+    shift
+    timeout 585 python3 benchmarks/vs_field.py --problems .kb --json-out "$out/vs_field.json" \
+      --markdown "$out/vs_field.md" "$@" 2> "$out/vs_field.log"; cat "$out/vs_field.md"; tail -25 "$out/vs_field.log" ;;
 esac

@@ -103,8 +103,11 @@ class Peaks:
         self._thread.start()
         return self
 
+    def snapshot(self) -> dict:
+        return {"server_rss_gb": self.server / 1e9, "judge_rss_gb": self.judge / 1e9, "device_gb": self.device / 1e9}
+
     def reset(self) -> dict:
-        out = {"server_rss_gb": self.server / 1e9, "judge_rss_gb": self.judge / 1e9, "device_gb": self.device / 1e9}
+        out = self.snapshot()
         self.server = self.judge = self.device = 0
         return out
 
@@ -157,6 +160,38 @@ def summarize(rows: list[dict], peaks: dict[int, dict]) -> str:
     return "\n".join(lines + ["", "Refused:" if refusals else "Refused: none", *refusals]) + "\n"
 
 
+def judge_line(ev) -> str:
+    """What the judge received and where its time went; what the relay to it cost this process."""
+    try:
+        stats = ev.judge.stats()
+    except Exception as exc:  # noqa: BLE001 - a report line, not a verdict
+        return f"Judge: no stats ({exc})\n"
+    relay = ev.judge.relay
+    rate = relay["bytes"] / relay["seconds"] / 1e9 if relay["seconds"] else 0.0
+    return (f"Judge: {stats.get('bytes_in', 0) / 1e9:.1f} GB received; seconds "
+            + ", ".join(f"{k} {v:.0f}" for k, v in stats.get("seconds", {}).items())
+            + f". Relay from workers: {relay['bytes'] / 1e9:.1f} GB in {relay['seconds']:.0f} s summed over jobs"
+            f" ({rate:.2f} GB/s per stream).\n")
+
+
+def where_time_went(trace: list[dict], wall_s: float) -> str:
+    """Worker jobs of this run by kind: how many, and their summed seconds per phase."""
+    groups: dict[str, dict[str, float]] = {}
+    for t in trace:
+        name = f"{getattr(t['kind'], 'value', t['kind'])}{' (candidate)' if t.get('candidate') else ''}{' alone' if t.get('alone') else ''}"
+        g = groups.setdefault(name, {"jobs": 0})
+        g["jobs"] += 1
+        for phase in ("queued_s", "run_s", "setup_s", "gpu_wait_s", "measure_s"):
+            if phase in t:
+                g[phase] = g.get(phase, 0.0) + float(t[phase])
+    lines = [f"Where the time went ({wall_s:.0f} s of wall clock; seconds summed over jobs):", "",
+             "| jobs | count | queued s | run s | setup s | GPU wait s | measure s |", "|---|---|---|---|---|---|---|"]
+    for name, g in sorted(groups.items()):
+        lines.append(f"| {name} | {int(g['jobs'])} | " + " | ".join(
+            f"{g.get(p, 0):.0f}" for p in ("queued_s", "run_s", "setup_s", "gpu_wait_s", "measure_s")) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--problems", required=True, type=Path)
@@ -164,6 +199,7 @@ def main() -> int:
     ap.add_argument("--jsonl", type=Path, required=True)
     ap.add_argument("--markdown", type=Path)
     ap.add_argument("--parallel", type=int, default=8, help="tasks in flight at once")
+    ap.add_argument("--slots", type=int, default=0, help="the evaluator's worker processes at once (0: its default)")
     ap.add_argument("--deadline-s", type=float, default=0, help="stop starting tasks after this many seconds")
     ap.add_argument("--limit", type=int, default=0, help="at most this many tasks per level")
     ap.add_argument("--baselines", default="eager,compile")
@@ -178,7 +214,7 @@ def main() -> int:
         rows = [json.loads(line) for line in args.jsonl.read_text().splitlines() if line.strip()]
         done = {(r["level"], r["task"]) for r in rows}
     start = time.monotonic()
-    ev = Evaluator(baselines=tuple(args.baselines.split(",")))
+    ev = Evaluator(baselines=tuple(args.baselines.split(",")), max_parallel=args.slots or None, trace=True)
     print(f"sandbox: {ev.sandbox_info()}", file=sys.stderr, flush=True)
     peaks = Peaks(ev.judge.pid).start()
     level_peaks: dict[int, dict] = {}
@@ -206,17 +242,23 @@ def main() -> int:
                     rows.append(row)
                     with args.jsonl.open("a") as fh:
                         fh.write(json.dumps(row) + "\n")
+                    if args.markdown:  # a run cut short still leaves its summary so far
+                        args.markdown.write_text(summarize(rows, {**level_peaks, level: peaks.snapshot()})
+                                                 + "\n" + where_time_went(ev.trace or [], time.monotonic() - start)
+                                                 + "\n" + judge_line(ev))
                 print(json.dumps(row)[:300], file=sys.stderr, flush=True)
 
             with ThreadPoolExecutor(args.parallel) as pool:
                 list(pool.map(run, todo))
             level_peaks[level] = peaks.reset()
             level_peaks[level]["judge"] = ev.judge.stats()
+        judge = judge_line(ev)
     finally:
         peaks.stop()
         ev.close()
     text = summarize(rows, level_peaks)
     text += "\nPeak memory per level, measured this run: " + json.dumps(level_peaks) + "\n"
+    text += "\n" + where_time_went(ev.trace or [], time.monotonic() - start) + "\n" + judge
     if args.markdown:
         args.markdown.write_text(text)
     print(text)

@@ -102,7 +102,6 @@ class Kind(Name):
     violation = "violation"  # the candidate broke a rule while running
     done = "done"  # the job ran to its end (always last)
     timing = "timing"  # timing samples and the check run's outputs
-    checked = "checked"  # the compiled reference's outputs (no timing)
     peaks = "peaks"  # device peaks (profile job)
     floor = "floor"  # the task's floor (profile job)
     notes = "notes"  # profile notes

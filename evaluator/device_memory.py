@@ -4,8 +4,11 @@ Worker slots alone let several large tasks share a GPU until one of them runs ou
 a failure that is the evaluator's, not the task's or the kernel's. Each job reserves what it is
 expected to need before it starts and gives it back when it ends; a job waits while the device
 is spoken for. Estimates come from the reference's own measured peak (`estimate`); a task not
-yet measured reserves half of the device, so at most two unknown tasks start at once. A job
-larger than the whole device runs alone. Without a capacity (the CPU) nothing is limited.
+yet measured reserves a fifth of the device, so five unknown tasks may start at once (one that
+turns out larger runs out of memory and runs again alone, see below). A job
+larger than the whole device runs alone, and so does a job run again because it ran out of
+memory beside others (`ALONE`); while such a job waits, no new job starts, so it cannot starve.
+Without a capacity (the CPU) nothing is limited.
 """
 
 from __future__ import annotations
@@ -14,37 +17,50 @@ import threading
 from contextlib import contextmanager
 from typing import Iterator
 
-UNKNOWN_SHARE = 0.5
+UNKNOWN_SHARE = 0.2
 HEADROOM = 1.25  # a reference measured once may take a little more another time
 CANDIDATE_FACTOR = 1.5  # a candidate may keep more intermediates than the reference
+# A timing keeps two input sets and a live copy refreshed in place besides the outputs, where
+# the reference measured one trial's inputs and outputs at a time.
+TIMING_FACTOR = 2.5
 SLACK_BYTES = 256 << 20
+ALONE = -1  # reserve the whole device
 
 
 class DeviceMemory:
     def __init__(self, capacity_bytes: int | None) -> None:
         self.capacity = capacity_bytes
         self.reserved = 0
+        self.alone_waiting = 0
         self._cond = threading.Condition()
 
-    def estimate(self, reference_peak: int | None, candidate: bool) -> int:
+    def estimate(self, reference_peak: int | None, candidate: bool, timing: bool = False) -> int:
         """Bytes to reserve for a job of a task whose reference peaked at `reference_peak`."""
         if self.capacity is None:
             return 0
         if not reference_peak:
             return int(self.capacity * UNKNOWN_SHARE)
-        factor = CANDIDATE_FACTOR if candidate else HEADROOM
+        factor = (CANDIDATE_FACTOR if candidate else HEADROOM) * (TIMING_FACTOR if timing else 1.0)
         return int(reference_peak * factor) + SLACK_BYTES
 
     @contextmanager
     def reserve(self, nbytes: int) -> Iterator[None]:
-        """Hold `nbytes` of the device for the duration (at most the whole device)."""
+        """Hold `nbytes` of the device for the duration (at most the whole device; `ALONE`: all of it)."""
         capacity = self.capacity
-        if capacity is None or nbytes <= 0:
+        if capacity is None or nbytes == 0 or nbytes < ALONE:
             yield
             return
-        nbytes = min(nbytes, capacity)
+        alone = nbytes == ALONE or nbytes >= capacity
+        nbytes = capacity if alone else nbytes
         with self._cond:
-            self._cond.wait_for(lambda: self.reserved + nbytes <= capacity)
+            if alone:
+                self.alone_waiting += 1
+                try:
+                    self._cond.wait_for(lambda: self.reserved == 0)
+                finally:
+                    self.alone_waiting -= 1
+            else:
+                self._cond.wait_for(lambda: not self.alone_waiting and self.reserved + nbytes <= capacity)
             self.reserved += nbytes
         try:
             yield

@@ -1,21 +1,24 @@
-"""One evaluator per visible GPU, behind the Evaluator's own API.
+"""One evaluator per visible GPU, behind the Evaluator's own API. Runs in the server process.
 
 Each member has its own warm parent whose workers see only that member's GPU, its own
 reference timings (a speedup is always measured against the same GPU) and its own
-timing lock (per physical GPU, shared with other server processes). A candidate goes to
-the member with the fewest candidates in flight; correctness of several candidates
-overlaps on the CPU cores while each GPU times one candidate at a time.
+timing lock (per physical GPU, shared with other server processes). A task's reference is
+built on one member and its candidates go there, unless another member's queue is shorter
+by more than a reference costs (`place`); correctness of several candidates overlaps on the
+CPU cores while each GPU times one candidate at a time.
 """
 
 from __future__ import annotations
 
 import os
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol, Sequence
+from typing import Collection, Protocol, Sequence
 
-from .results import EvalProtocol, EvalResult, TaskValidation
+from .results import EvalProtocol, EvalResult, Status, TaskValidation
 from .task import Task
 
 
@@ -29,31 +32,90 @@ class Member(Protocol):
     def close(self) -> None: ...
 
 
-class LeastLoaded:
-    """Picks the member with the fewest jobs in flight; ties go round-robin, so all are used."""
+# A reference costs about this many candidates' worth of a member's time (its outputs, its
+# baseline timing under the lock): a second member builds one only when waiting costs more.
+REFERENCE_COST = 3
 
-    def __init__(self, n: int) -> None:
+
+@dataclass(frozen=True)
+class Placement:
+    """Where one candidate goes, and whether that member must first build the task's reference."""
+
+    member: int
+    builds_reference: bool
+
+
+def place(queues: Sequence[int], homes: Collection[int], tasks_held: Sequence[int] | None = None,
+          reference_cost: int = REFERENCE_COST) -> Placement:
+    """The member for a candidate, from each member's queue (jobs in flight plus queued) and the
+    members that already hold the task's reference (`homes`).
+
+    A task without a reference goes to the shortest queue, ties to the member holding the fewest
+    tasks (`tasks_held`), then the lowest index: references spread over the members. A task with a
+    reference stays on its shortest home queue unless some other member's queue is shorter by
+    more than `reference_cost` jobs; then that member builds its own reference and the task
+    lives on both.
+    """
+    if not queues:
+        raise ValueError("a fleet needs at least one member")
+    held = list(tasks_held) if tasks_held is not None else [0] * len(queues)
+    order = sorted(range(len(queues)), key=lambda i: (queues[i], held[i], i))
+    best = order[0]
+    at_home = [i for i in order if i in homes]
+    if not at_home:
+        return Placement(best, True)
+    home = at_home[0]
+    if queues[home] - queues[best] > reference_cost:
+        return Placement(best, True)
+    return Placement(home, False)
+
+
+class Dispatch:
+    """The fleet's live queue lengths and reference homes, decided by `place`. Thread-safe."""
+
+    def __init__(self, n: int, reference_cost: int = REFERENCE_COST) -> None:
         if n < 1:
             raise ValueError("a fleet needs at least one member")
-        self.load = [0] * n
+        self.queues = [0] * n
         self.served = [0] * n
-        self._next = 0
+        self.homes: dict[tuple[str, str], set[int]] = {}  # (task id, protocol key) -> members
+        self.reference_cost = reference_cost
         self._lock = threading.Lock()
 
-    def acquire(self) -> int:
+    def tasks_held(self) -> list[int]:
+        held = [0] * len(self.queues)
+        for members in self.homes.values():
+            for i in members:
+                held[i] += 1
+        return held
+
+    def acquire(self, task_key: tuple[str, str]) -> Placement:
+        """Choose a member for one job of the task and count it in that member's queue."""
         with self._lock:
-            n = len(self.load)
-            low = min(self.load)
-            order = [(self._next + k) % n for k in range(n)]
-            index = next(i for i in order if self.load[i] == low)
-            self.load[index] += 1
-            self.served[index] += 1
-            self._next = (index + 1) % n
-            return index
+            homes = self.homes.setdefault(task_key, set())
+            chosen = place(self.queues, homes, self.tasks_held(), self.reference_cost)
+            homes.add(chosen.member)  # from now on, later candidates of the task see it there
+            self.queues[chosen.member] += 1
+            self.served[chosen.member] += 1
+            return chosen
 
     def release(self, index: int) -> None:
         with self._lock:
-            self.load[index] -= 1
+            self.queues[index] -= 1
+
+    def forget(self, task_key: tuple[str, str], index: int) -> None:
+        """The member could not build the task's reference: it is no home of it."""
+        with self._lock:
+            self.homes.get(task_key, set()).discard(index)
+
+
+def _task_key(task: Task, protocol: EvalProtocol | None) -> tuple[str, str]:
+    return task.task_id, (protocol or task.protocol).key()
+
+
+def _reference_failed(result: EvalResult) -> bool:
+    return result.status is Status.infra_error and result.error is not None \
+        and result.error.error_class == "ReferenceError"
 
 
 def visible_gpus() -> list[str]:
@@ -101,12 +163,26 @@ class EvaluatorFleet:
                 devices = devices[:1]
             ids = physical_ids(devices, os.environ.get("CUDA_VISIBLE_DEVICES"))
             per_member = max_parallel or max(2, default_parallel(bool(gpus), len(devices)))
+            # Each member's workers share its part of the cores, so members do not oversubscribe them.
+            cores = max(1, (os.cpu_count() or 1) // len(devices))
             self.members = [Evaluator(device=dev, work_dir=work_dir, max_parallel=per_member,
-                                      visible_devices=ident, **evaluator_kwargs)
+                                      visible_devices=ident, cores=cores, **evaluator_kwargs)
                             for dev, ident in zip(devices, ids)]
-        self.dispatch = LeastLoaded(len(self.members))
+        self.dispatch = Dispatch(len(self.members))
         self.devices = [m.device for m in self.members]
         self.device = self.devices[0]
+
+    def start(self) -> float:
+        """Start every member's processes at once (not one after another): all are launched,
+        then waited for. Returns the seconds taken."""
+        t0 = time.monotonic()
+        for m in self.members:
+            if hasattr(m, "launch"):
+                m.launch()
+        for m in self.members:
+            if hasattr(m, "start"):
+                m.start()
+        return time.monotonic() - t0
 
     # --- the Evaluator API ---------------------------------------------------------------
     def evaluate(self, task: Task, source: str, protocol: EvalProtocol | None = None) -> EvalResult:
@@ -115,21 +191,30 @@ class EvaluatorFleet:
             hit = cached(task, source, protocol) if cached else None
             if hit is not None:
                 return hit
-        index = self.dispatch.acquire()
+        key = _task_key(task, protocol)
+        chosen = self.dispatch.acquire(key)
         try:
-            return self.members[index].evaluate(task, source, protocol)
+            result = self.members[chosen.member].evaluate(task, source, protocol)
         finally:
-            self.dispatch.release(index)
+            self.dispatch.release(chosen.member)
+        if chosen.builds_reference and _reference_failed(result):
+            self.dispatch.forget(key, chosen.member)
+        return result
 
     def validate_task(self, task: Task) -> TaskValidation:
-        """Validates on every member at once (each GPU gets its own reference timing)."""
-        if len(self.members) == 1:
-            return self.members[0].validate_task(task)
-        with ThreadPoolExecutor(len(self.members)) as ex:
-            results = list(ex.map(lambda m: m.validate_task(task), self.members))
-        return results[0]
+        """Validates on one member, which becomes the task's home: its candidates go there."""
+        key = _task_key(task, None)
+        chosen = self.dispatch.acquire(key)
+        try:
+            validation = self.members[chosen.member].validate_task(task)
+        finally:
+            self.dispatch.release(chosen.member)
+        if not validation.ok:
+            self.dispatch.forget(key, chosen.member)
+        return validation
 
     def validate_all(self, task: Task) -> list[TaskValidation]:
+        """Validates on every member at once (each GPU measures its own reference timing)."""
         with ThreadPoolExecutor(len(self.members)) as ex:
             return list(ex.map(lambda m: m.validate_task(task), self.members))
 

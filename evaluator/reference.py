@@ -88,10 +88,15 @@ class Reference:
         return ref
 
 
+JUDGE_BUSY = "the judge had no room beside the references in use"
+
+
 def _store_failure(answer: dict) -> ErrorInfo | None:
     """Why the judge did not keep a reference output, or None if it did."""
     if answer.get("stored"):
         return None
+    if answer.get("busy"):
+        return ErrorInfo(error_class="InfraError", message=JUDGE_BUSY + ": " + str(answer.get("error", ""))[:300])
     if answer.get("too_large"):
         return ErrorInfo(error_class="TaskTooLarge", message=str(answer.get("error", ""))[:400]
                          + ": this task's outputs cannot be held for comparison on this machine")

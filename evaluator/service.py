@@ -20,9 +20,9 @@ import torch
 from ..common.vocab import Job, Kind
 from . import lint
 from .baselines import BASELINES, BaselineKey, Baselines, BaselineStore
-from .device_memory import DeviceMemory
-from .judge.client import JudgeClient, JudgeError
-from .reference import Reference
+from .device_memory import ALONE, DeviceMemory
+from .judge.client import JudgeClient, JudgeError, KeysInUse
+from .reference import JUDGE_BUSY, Reference
 from .results import ErrorInfo, EvalProtocol, EvalResult, Status, TaskFlag, TaskValidation, TimingStats
 from .sandbox import confine
 from .sandbox.frames import Discard
@@ -30,12 +30,23 @@ from .sandbox.gpu_lock import GpuLock, default_lock_dir, physical_gpu_id
 from .sandbox.pool import WorkerPool, WorkerResult
 from .stats import contended, summarize
 from .task import Task, source_hash
-from .verdict import REFERENCE_LOST, correctness_verdict, expect, judged, timing_method, timing_numbers, timing_verdict
+from .verdict import (
+    REFERENCE_LOST,
+    correctness_verdict,
+    escaped_work,
+    expect,
+    judged,
+    timing_method,
+    timing_numbers,
+    timing_verdict,
+)
 
 log = logging.getLogger("adaexplore.evaluator")
 
 NO_GPU_NOTE = "no CUDA device: correctness ran through Triton's interpreter on the CPU; timing skipped"
 CONTEXT_BYTES = 1 << 30  # a worker's CUDA context and workspaces, beyond what its tensors take
+REFERENCE_MIN_TIMEOUT_S = 300.0
+JUDGE_WAIT_S = 1800.0
 REFERENCE_CACHE_SIZE = 256  # tasks whose reference facts stay here (their outputs are in the judge)
 RESULTS_KEPT = 4096  # results of identical submissions answered without running them again
 
@@ -54,6 +65,19 @@ def default_parallel(is_gpu: bool, members: int = 1) -> int:
     return max(1, min(8 if is_gpu else 4, cores))
 
 
+def disturbed(head: dict) -> bool:
+    """Whether a timing run shows another context's work on the GPU: its L2 flushes varied, or
+    the device stayed busy after the timed calls returned. An honest kernel can look as if its
+    work escaped the stream only because of such work, so either is measured again on a quiet
+    GPU before anything is reported (a kernel whose work really escapes does so there too)."""
+    event_ms = timing_numbers(head, "event_ms") or []
+    if not event_ms:
+        return False
+    median = sorted(event_ms)[len(event_ms) // 2]
+    return contended(timing_numbers(head, "flush_ms") or []) or escaped_work(
+        timing_numbers(head, "drain_ms"), median) is not None
+
+
 def default_device() -> str:
     return "cuda:0" if torch.cuda.is_available() else "cpu"
 
@@ -67,7 +91,7 @@ class Evaluator:
                  visible_devices: str | None = None, cpu_timing: bool = False,
                  quiet_timing: bool = True, trace: bool = False, hidden_paths: list[str | Path] | None = None,
                  sandbox_tmp_bytes: int = 1 << 30, max_processes: int = 256,
-                 judge_budget_bytes: int = 0) -> None:
+                 judge_budget_bytes: int = 0, cores: int | None = None) -> None:
         self.device = device or default_device()
         self.is_gpu = self.device.startswith("cuda")
         # With `visible_devices` the workers see exactly one GPU (by physical id) as cuda:0.
@@ -105,10 +129,12 @@ class Evaluator:
         self.judge = JudgeClient(self.job_device if self.visible_devices else self.device, judge_budget_bytes,
                                  visible_devices=self.visible_devices, work_dir=str(base))
         self.max_parallel = max_parallel or default_parallel(self.is_gpu)
+        self.cores = cores or os.cpu_count() or 1  # the cores this evaluator's workers share
         self._slots = threading.BoundedSemaphore(self.max_parallel)
         self._memory: DeviceMemory | None = None  # device memory admission, sized on first use
         self._memory_guard = threading.Lock()
         self._peaks: dict[str, int] = {}  # judge key -> the reference's peak device memory
+        self._in_use = KeysInUse()  # tasks with work in flight: the judge evicts their references last
         # Reference outputs can be hundreds of MB a task: keep the most recently used few.
         self._ref_cache: OrderedDict[str, Reference] = OrderedDict()  # by judge key
         self._ref_locks: dict[str, threading.Lock] = {}
@@ -121,6 +147,20 @@ class Evaluator:
         self.gpu = GpuLock(self.lock_dir, self.physical_id, pause=self.pool.pause, resume=self.pool.resume)
         # With `trace`, where each worker job spent its time (see `_trace`), for benchmarks.
         self.trace: list[dict] | None = [] if trace else None
+
+    def launch(self) -> None:
+        """Start the warm parent and the judge without waiting for them (see `start`)."""
+        self.pool.launch()
+        self.judge.launch()
+
+    def start(self) -> None:
+        """Start the warm parent and the judge now, side by side, rather than on first use."""
+        self.launch()
+        self.pool.ensure_started()
+        try:
+            self.judge.start()
+        except JudgeError as exc:  # the first job that needs it tries again and reports it
+            log.warning("the judge did not start: %s", exc)
 
     def close(self) -> None:
         self.pool.close()
@@ -142,7 +182,7 @@ class Evaluator:
     # --- jobs -----------------------------------------------------------------------
     def _job(self, kind: str, task: Task, protocol: EvalProtocol, **extra) -> dict:
         # Workers share the cores: each gets its share of intra-op threads, not all of them.
-        threads = max(1, (os.cpu_count() or 1) // self.max_parallel)
+        threads = max(1, self.cores // self.max_parallel)
         job = {"kind": kind, "task_source": task.source, "protocol": protocol.model_dump(mode="json"),
                "device": self.job_device, "threads": threads, "judge_key": self.judge_key(task, protocol), **extra}
         if self.memory_limit_bytes and not self.is_gpu:
@@ -160,16 +200,17 @@ class Evaluator:
         (and a compiled reference's) to the judge for comparison, a baseline's timing run nowhere."""
         key, tolerance = job["judge_key"], job["protocol"].get("tolerance")
         reference, candidate = job["kind"] == Job.reference, bool(job.get("candidate_source"))
+        checked = candidate or bool(job.get("compile"))  # a compiled reference is checked like a kernel
 
         def sink(head: dict, metas: list):
             kind = head.get("kind")
             if reference and kind in (Kind.trial, Kind.inputs, Kind.repeat, Kind.check):
                 slot = f"trial:{int(head.get('trial', 0))}" if kind == Kind.trial else str(kind)
-                return self.judge.receiver(key, slot, "store", metas)
+                return self.judge.receiver(key, slot, "store", metas, in_use=self._in_use.keys_held())
             if candidate and kind == Kind.trial:
                 trial = int(head.get("trial", 0))
                 return self.judge.receiver(key, f"trial:{trial}", "compare", metas, tolerance, trial)
-            if kind == Kind.checked or (candidate and kind == Kind.timing):
+            if checked and kind == Kind.timing:
                 return self.judge.receiver(key, "check", "compare", metas, tolerance, -1)
             return Discard()
         return sink
@@ -177,16 +218,27 @@ class Evaluator:
     # Lock order, everywhere: a worker slot first, then device memory, then the GPU (shared or
     # exclusive). The other order deadlocks: threads holding the GPU would wait for slots held by
     # threads waiting for it.
-    def _run(self, job: dict, timeout_s: float, gpu: str | None = None) -> WorkerResult:
-        """Run a job in a worker slot; with `gpu` "shared" or "exclusive", holding the GPU so."""
+    def _run(self, job: dict, timeout_s: float, gpu: str | None = None, alone: bool = False) -> WorkerResult:
+        """Run a job in a worker slot; with `gpu` "shared" or "exclusive", holding the GPU so.
+
+        A job that ran out of device memory beside others runs again with the device to itself:
+        running out because neighbours held memory is the evaluator's doing, not the task's."""
         t0 = time.monotonic()
-        with self._slots, self.device_memory().reserve(self._reservation(job)):
+        with self._slots, self.device_memory().reserve(ALONE if alone else self._reservation(job)):
             hold = self.gpu_shared() if gpu == "shared" else self.gpu_lock() if gpu == "exclusive" else nullcontext()
             with hold:
                 t1 = time.monotonic()
                 res = self.pool.run(job, timeout_s, sink=self._sink(job))
-        self._trace(job, queued_s=t1 - t0, run_s=time.monotonic() - t1)
+        self._trace(job, queued_s=t1 - t0, run_s=time.monotonic() - t1, alone=float(alone))
+        if not alone and self._crowded_out(res):
+            log.info("a %s job ran out of device memory beside others; running it alone", job["kind"])
+            return self._run(job, timeout_s, gpu, alone=True)
         return res
+
+    def _crowded_out(self, res: WorkerResult) -> bool:
+        """Whether a job ran out of device memory on a device it shared with other jobs."""
+        return self.device_memory().capacity is not None and any(
+            head.get("kind") == Kind.error and head.get("status") == Status.oom.value for head, _ in res.messages)
 
     def device_memory(self) -> DeviceMemory:
         """What jobs may reserve of the device: its memory less the judge's budget and a CUDA
@@ -209,7 +261,8 @@ class Evaluator:
 
     def _reservation(self, job: dict) -> int:
         candidate = bool(job.get("candidate_source") or job.get("compile"))
-        return self.device_memory().estimate(self._peaks.get(str(job.get("judge_key"))), candidate)
+        return self.device_memory().estimate(self._peaks.get(str(job.get("judge_key"))), candidate,
+                                             timing=job["kind"] == Job.timing)
 
     def _trace(self, job: dict, **phases: float) -> None:
         if self.trace is not None:
@@ -234,16 +287,19 @@ class Evaluator:
         the GPU (say a paused run's queued kernels), it is measured again, this time after
         every correctness run has finished."""
         res = self._run_timed_once(job, timeout_s, pause=True)
+        if self._crowded_out(res):
+            log.info("a %s timing ran out of device memory beside others; running it alone", job["kind"])
+            res = self._run_timed_once(job, timeout_s, pause=True, alone=True)
         msg = res.first(Kind.timing)
-        if msg is not None and contended(timing_numbers(msg[0], "flush_ms") or []):
+        if msg is not None and disturbed(msg[0]):
             log.info("the GPU was shared during a %s timing; measuring again on a quiet GPU", job["kind"])
             res = self._run_timed_once(job, timeout_s, pause=False)
         return res
 
-    def _run_timed_once(self, job: dict, timeout_s: float, pause: bool) -> WorkerResult:
+    def _run_timed_once(self, job: dict, timeout_s: float, pause: bool, alone: bool = False) -> WorkerResult:
         wake = threading.Event()
         t0 = time.monotonic()
-        with self._slots, self.device_memory().reserve(self._reservation(job)):
+        with self._slots, self.device_memory().reserve(ALONE if alone else self._reservation(job)):
             with self.gpu_shared():
                 t1 = time.monotonic()
                 submitted = self.pool.submit(job, timeout_s, on_ready=wake.set, sink=self._sink(job))
@@ -270,8 +326,10 @@ class Evaluator:
 
         Baseline timings also persist on disk (see `baselines`); `remeasure` measures them again.
         """
-        ref = self._reference(task, protocol or task.protocol, remeasure)
-        ref.baselines_ready.wait()
+        protocol = protocol or task.protocol
+        with self._in_use.hold(self.judge_key(task, protocol)):
+            ref = self._reference(task, protocol, remeasure)
+            ref.baselines_ready.wait()
         return ref
 
     def _reference(self, task: Task, protocol: EvalProtocol, remeasure: bool = False) -> Reference:
@@ -287,8 +345,7 @@ class Evaluator:
                     self._ref_cache.move_to_end(key)
                     return cached
             t0 = time.monotonic()
-            res = self._run_shared(self._job(Job.reference, task, protocol, check_run=self.timed), protocol.timeout_s)
-            ref = Reference.from_report(res)
+            ref = self._run_reference(task, protocol, key)
             ref.judge_key, ref.judge_generation = key, self.judge.generation
             if ref.peak_device_bytes:
                 self._peaks[ref.judge_key] = ref.peak_device_bytes
@@ -307,10 +364,28 @@ class Evaluator:
                                  daemon=True, name="adaexplore-baselines").start()
             return ref
 
+    def _run_reference(self, task: Task, protocol: EvalProtocol, key: str) -> Reference:
+        """The reference job, run again while the judge has no room beside the references of
+        tasks in use (it waits for one of them to end, at most JUDGE_WAIT_S in all)."""
+        deadline = time.monotonic() + JUDGE_WAIT_S
+        while True:
+            # Its outputs stream to the judge beside every other job's: a slow stream is the
+            # machine's load, so the reference gets at least REFERENCE_MIN_TIMEOUT_S.
+            res = self._run_shared(self._job(Job.reference, task, protocol, check_run=self.timed),
+                                   max(protocol.timeout_s, REFERENCE_MIN_TIMEOUT_S))
+            ref = Reference.from_report(res)
+            busy = ref.error is not None and ref.error.message.startswith(JUDGE_BUSY)
+            if not busy or time.monotonic() > deadline:
+                return ref
+            self.judge.drop(key)
+            log.info("no room in the judge for %s beside the references in use; waiting", task.name)
+            self._in_use.wait_for_release(timeout=min(30.0, max(0.0, deadline - time.monotonic())))
+
     def _measure_baselines(self, key: str, task: Task, protocol: EvalProtocol, ref: Reference, remeasure: bool,
                            t0: float) -> None:
         try:
-            self._baselines(task, protocol, ref, remeasure)
+            with self._in_use.hold(key):
+                self._baselines(task, protocol, ref, remeasure)
         except Exception as exc:  # noqa: BLE001 - whoever waits must get an answer
             ref.error = ErrorInfo(error_class="InfraError", message=f"baseline measurement failed: {exc}"[:600])
         finally:
@@ -330,10 +405,11 @@ class Evaluator:
     def validate_task(self, task: Task) -> TaskValidation:
         """Load and run the reference; flag nondeterminism and degenerate outputs; time it on a GPU."""
         protocol = task.protocol
-        ref = self.reference(task, protocol)
-        if ref.error is not None:
-            return TaskValidation(ok=False, error=ref.error, device=self.device, elapsed_s=ref.elapsed_s)
-        found = self.judge.flags(self.judge_key(task, protocol), protocol.tolerance.model_dump(mode="json"))
+        with self._in_use.hold(self.judge_key(task, protocol)):
+            ref = self.reference(task, protocol)
+            if ref.error is not None:
+                return TaskValidation(ok=False, error=ref.error, device=self.device, elapsed_s=ref.elapsed_s)
+            found = self.judge.flags(self.judge_key(task, protocol), protocol.tolerance.model_dump(mode="json"))
         flags = [TaskFlag.model_validate(f) for f in [*ref.flags, *found]]
         return TaskValidation(
             ok=True, flags=flags, output_shapes=[list(m.get("shape", [])) for m in ref.output_metas],
@@ -379,15 +455,16 @@ class Evaluator:
 
     def _measure_compile(self, task: Task, protocol: EvalProtocol,
                          ref: Reference) -> tuple[TimingStats | None, str | None, bool]:
-        """torch.compile of the reference: compiled and checked first, then timed under the lock.
+        """torch.compile of the reference: compiled (before the gate, alongside other work),
+        timed under the lock, and its check-run output compared with the reference.
 
+        One process compiles and times: a separate checking process would compile it all again.
         Returns (stats, reason it is missing, whether the failure was ours).
         """
         extra = {"compile": True, "inductor_cache_dir": str(self.work_dir / "inductor-cache")}
         limit = max(protocol.timeout_s, 300.0)
-        # Compiling outside the lock fills the on-disk caches; the timed process reuses them.
-        cres = self._run_shared(self._job(Job.timing, task, protocol, time=False, **extra), limit)
-        msg, err = expect(cres, Kind.checked, "torch.compile of the reference")
+        tres = self._run_timed(self._job(Job.timing, task, protocol, **extra), limit)
+        msg, err = expect(tres, Kind.timing, "torch.compile of the reference")
         if err is not None:
             return None, f"torch.compile failed: {err.error_class}: {err.message[:300]}", err.error_class in (
                 "InfraError",)
@@ -397,13 +474,9 @@ class Evaluator:
             return None, f"torch.compile output could not be checked: {verdict.message}", True
         if verdict.status is not Status.correct:
             return None, f"torch.compile output differs from eager: {verdict.message}", False
-        tres = self._run_timed(self._job(Job.timing, task, protocol, **extra), limit)
-        msg, err = expect(tres, Kind.timing, "timing of the compiled reference")
-        if err is not None:
-            return None, f"torch.compile timing failed: {err.error_class}: {err.message[:300]}", err.error_class in (
-                "InfraError",)
         # expect() gives the frames whenever it gives no error
-        return summarize(msg[0]["event_ms"], protocol.trim_fraction, method=timing_method(msg[0])), None, False  # type: ignore[index]
+        return (summarize(msg[0]["event_ms"], protocol.trim_fraction,  # type: ignore[index]
+                          method=timing_method(msg[0])), None, False)  # type: ignore[index]
 
     # --- profiling --------------------------------------------------------------------
     def profile(self, task: Task, source: str | None, protocol: EvalProtocol | None = None):
@@ -423,13 +496,14 @@ class Evaluator:
         if hit is not None:
             return hit
         t0 = time.monotonic()
-        result = self._evaluate_once(task, source, protocol)
-        if result.status is Status.infra_error and result.error and result.error.message == REFERENCE_LOST:
-            self.forget_reference(task, protocol)  # evicted from the judge: measured again below
-        if result.status is Status.infra_error:
-            log.warning("infra error evaluating a candidate for %s, retrying: %s", task.name,
-                        result.error.message if result.error else "")
+        with self._in_use.hold(self.judge_key(task, protocol)):
             result = self._evaluate_once(task, source, protocol)
+            if result.status is Status.infra_error and result.error and result.error.message == REFERENCE_LOST:
+                self.forget_reference(task, protocol)  # evicted from the judge: measured again below
+            if result.status is Status.infra_error:
+                log.warning("infra error evaluating a candidate for %s, retrying: %s", task.name,
+                            result.error.message if result.error else "")
+                result = self._evaluate_once(task, source, protocol)
         result = result.model_copy(update={
             "task_id": task.task_id, "source_hash": key[1], "device": self.device,
             "protocol_key": key[3], "elapsed_s": round(time.monotonic() - t0, 3)})

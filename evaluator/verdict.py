@@ -223,6 +223,16 @@ def escaped_work(drain_ms: list[float] | None, event_median_ms: float) -> str | 
 
 # --- the verdicts on a candidate ---------------------------------------------------------------
 
+# The verdict of a candidate whose outputs matched in every trial while PyTorch still did all the
+# reference's work: profiled on request all the same, since its profile shows the agent why.
+REUSES_REFERENCE = "every PyTorch operation of the reference"
+
+
+def reuses_reference(result: EvalResult) -> bool:
+    """Whether `result` is cheat_detected only because the reference's own ops did the work."""
+    return result.status is Status.cheat_detected and (result.cheat_reason or "").startswith(REUSES_REFERENCE)
+
+
 REFERENCE_LOST = "the judge no longer holds this task's reference outputs"
 
 
@@ -280,7 +290,7 @@ def correctness_verdict(res: WorkerResult, ref: Reference, protocol: EvalProtoco
     cand_ops = set(ops[0].get("ops", []))
     if ref_ops and ref_ops <= cand_ops:
         return EvalResult(**base, status=Status.cheat_detected, trials_passed=passed,
-                          cheat_reason="every PyTorch operation of the reference ("
+                          cheat_reason=REUSES_REFERENCE + " ("
                                        + ", ".join(sorted(ref_ops)[:6])
                                        + ") still runs in PyTorch; the Triton kernels do none of its work")
     return EvalResult(**base, status=Status.correct, trials_passed=passed)

@@ -130,9 +130,105 @@ def test_device_memory_estimates_from_the_reference_and_is_off_on_the_cpu():
     from adaexplore.evaluator.device_memory import DeviceMemory
 
     gpu = DeviceMemory(capacity_bytes=100 << 30)
-    assert gpu.estimate(None, candidate=False) == 50 << 30  # unknown: half the device
+    assert gpu.estimate(None, candidate=False) == 20 << 30  # unknown: a fifth of the device
     assert gpu.estimate(8 << 30, candidate=True) > gpu.estimate(8 << 30, candidate=False) > 8 << 30
     cpu = DeviceMemory(capacity_bytes=None)
     assert cpu.estimate(None, candidate=True) == 0
     with cpu.reserve(1 << 40):
         assert cpu.reserved == 0
+
+
+def test_a_job_run_alone_waits_for_every_other_and_no_newcomer_overtakes_it():
+    import threading
+    import time
+
+    from adaexplore.evaluator.device_memory import ALONE, DeviceMemory
+
+    memory = DeviceMemory(capacity_bytes=10)
+    order = []
+    running = memory.reserve(3)
+    running.__enter__()
+
+    def job(name, nbytes):
+        with memory.reserve(nbytes):
+            order.append(name)
+
+    alone = threading.Thread(target=job, args=("alone", ALONE))
+    alone.start()
+    time.sleep(0.2)
+    newcomer = threading.Thread(target=job, args=("newcomer", 2))  # would fit, but must not overtake
+    newcomer.start()
+    time.sleep(0.3)
+    assert order == []
+    running.__exit__(None, None, None)
+    alone.join(5)
+    newcomer.join(5)
+    assert order == ["alone", "newcomer"] and memory.reserved == 0
+
+
+def test_the_store_evicts_the_oldest_reference_not_in_use():
+    store = OutputStore(budget_bytes=3 * 400)
+    for key in ("a", "b", "c"):
+        store.reserve(key, 400)
+        store.put(key, "trial:0", [torch.zeros(100)])  # 400 bytes each
+    store.reserve("d", 400, in_use=frozenset({"a"}))  # "a" is the oldest, but in use: "b" goes
+    assert "a" in store and "b" not in store and "c" in store
+
+
+OOM_TASK = '''
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 4.00 GiB")
+
+
+def get_inputs():
+    return [torch.rand(8)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def test_a_job_that_ran_out_of_device_memory_beside_others_runs_again_alone(tmp_path):
+    from adaexplore.evaluator.device_memory import DeviceMemory
+
+    ev = Evaluator(work_dir=tmp_path / "ev", trace=True)
+    try:
+        ev._memory = DeviceMemory(capacity_bytes=8 << 30)  # as on a GPU: admission by device memory
+        task = Task(name="oom", source=OOM_TASK)
+        check_task_source(task.source)
+        validation = ev.validate_task(task)
+        assert not validation.ok and "out of memory" in validation.error.message
+        runs = [t for t in ev.trace if t["kind"] == "reference"]
+        assert [r["alone"] for r in runs] == [0.0, 1.0]  # once beside others, then with the device to itself
+    finally:
+        ev.close()
+
+
+def test_a_reference_that_finds_the_judge_full_of_references_in_use_waits_and_is_not_blamed_on_the_task():
+    store = OutputStore(budget_bytes=1000)
+    store.reserve("busy", 800)
+    store.put("busy", "trial:0", [torch.zeros(200)])
+    store.reserve("new", 100)
+    store.put("new", "trial:0", [torch.zeros(25)])
+    from adaexplore.evaluator.judge.store import BudgetBusy
+
+    with pytest.raises(BudgetBusy, match="held by the references of tasks in use"):
+        store.reserve("new", 400, in_use=frozenset({"busy"}))
+    assert store.keys() == ["busy"]  # what the waiting task stored so far was given back
+    store.reserve("new", 400)  # once "busy" is no longer in use, it may go
+    assert store.keys() == []
+
+
+def test_the_timing_of_a_task_reserves_more_than_its_reference_and_a_candidate_more_still():
+    from adaexplore.evaluator.device_memory import DeviceMemory
+
+    memory = DeviceMemory(capacity_bytes=100 << 30)
+    peak = 4 << 30
+    ref, timing = memory.estimate(peak, candidate=False), memory.estimate(peak, candidate=False, timing=True)
+    assert peak < ref < timing < memory.estimate(peak, candidate=True, timing=True)

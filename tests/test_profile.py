@@ -312,6 +312,39 @@ def test_gpu_profile_of_matmul(evaluator):
     assert again.peaks == report.peaks
 
 
+PASS_THROUGH = '''
+
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _copy(src, dst, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(dst + offs, tl.load(src + offs, mask=offs < n), mask=offs < n)
+
+
+class ModelNew(Model):
+    def forward(self, *args):
+        y = super().forward(*args).contiguous()
+        out = torch.empty_like(y)
+        _copy[(triton.cdiv(y.numel(), 1024),)](y, out, y.numel(), BLOCK=1024)
+        return out
+'''
+
+
+@gpu
+def test_a_pass_through_is_flagged_yet_profiled_and_its_triton_share_is_small(evaluator):
+    task = example_task("matmul_bias_relu")
+    source = task.source + PASS_THROUGH
+    assert evaluator.evaluate(task, source).status.value == "cheat_detected"
+    report = evaluator.profile(task, source)
+    assert report.error is None and report.profiled, report.summary
+    assert any("profiled although cheat_detected" in n for n in report.notes), report.notes
+    assert report.triton_share is not None and 0 < report.triton_share < 0.9, report.kernels
+    assert any(k.triton and "_copy" in k.name for k in report.kernels) and any(not k.triton for k in report.kernels)
+
+
 def test_summary_of_a_tiny_task_points_at_launch_overhead():
     r = _hand_built_report(floor={"bytes": 328_192, "flops": 8_388_608, "dtype": "float32"}, candidate_ms=0.009,
                            triton_kernels=[])

@@ -1,24 +1,21 @@
-"""Timing protocol, baselines, one pool per GPU, cache races and the cold-process mode."""
+"""Timing protocol, baselines, autotuning, cache races and the cold-process mode."""
 
 import os
 import subprocess
 import sys
-import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from conftest import EXAMPLES, HAS_CUDA, ROOT, example_task, gpu
 
 from adaexplore.evaluator.baselines import BaselineKey, Baselines, BaselineStore
-from adaexplore.evaluator.fleet import EvaluatorFleet, LeastLoaded, physical_ids
 from adaexplore.evaluator.reference import Reference
 from adaexplore.evaluator.results import EvalProtocol, EvalResult, Status, TimingStats
 from adaexplore.evaluator.sandbox.pool import WorkerResult
-from adaexplore.evaluator.service import Evaluator, physical_gpu_id
+from adaexplore.evaluator.service import Evaluator
 from adaexplore.evaluator.stats import contended, summarize
 from adaexplore.evaluator.verdict import escaped_work, timing_verdict
-from adaexplore.evaluator.worker import harness
+from adaexplore.evaluator.worker import harness, jobs
 from adaexplore.evaluator.worker.timing import time_on_host
 
 # --- statistics ------------------------------------------------------------------------------
@@ -74,6 +71,25 @@ def test_a_contended_timing_is_measured_again_without_pausing(tmp_path, monkeypa
         ev.close()
 
 
+def test_work_that_seems_to_escape_under_load_is_measured_again_on_a_quiet_gpu(tmp_path, monkeypatch):
+    """Another context's work keeps the device busy after an honest kernel's calls return; that
+    must not be reported as the kernel's work escaping its stream."""
+    def result(drain):
+        return timing_report({"event_ms": [0.2] * 20, "flush_ms": [0.07] * 20, "drain_ms": drain})
+
+    calls = []
+    answers = [result([1.0] * 10), result([0.2] * 10)]  # busy after return under load, then quiet
+    ev = Evaluator(work_dir=tmp_path, cpu_timing=True)
+    try:
+        monkeypatch.setattr(ev, "_run_timed_once", lambda job, t, pause: calls.append(pause) or answers[len(calls) - 1])
+        res = ev._run_timed({"kind": "timing"}, 10)
+        assert calls == [True, False] and res is answers[1]
+        head = res.first("timing")[0]
+        assert escaped_work(head["drain_ms"], 0.2) is None
+    finally:
+        ev.close()
+
+
 def test_a_malformed_timing_report_is_a_cheat_not_a_crash():
     """A candidate that tampers with the harness in its own process can change what the timing
     report carries; the trusted side never trips over it."""
@@ -105,121 +121,6 @@ def test_host_timer_calls_prepare_outside_each_run():
     assert len(measured.event_ms) == 3 and measured.drain_ms == [] and measured.flush_ms == []
     assert order == [("prep", 0), ("run", 0), ("prep", 1), ("run", 1),
                      ("prep", 0), ("run", 0), ("prep", 1), ("run", 1), ("prep", 2), ("run", 2)]
-
-
-# --- dispatch over several GPUs ------------------------------------------------------------------
-
-
-class Stub:
-    """Stands in for an Evaluator bound to one device."""
-
-    def __init__(self, device, delay=0.05):
-        self.device = device
-        self.delay = delay
-        self.active = 0
-        self.peak = 0
-        self.seen = []
-        self.validated = []
-        self._lock = threading.Lock()
-        self._results = {}
-
-    def cached(self, task, source, protocol=None):
-        return self._results.get(source)
-
-    def evaluate(self, task, source, protocol=None):
-        with self._lock:
-            self.active += 1
-            self.peak = max(self.peak, self.active)
-            self.seen.append(source)
-        time.sleep(self.delay)
-        with self._lock:
-            self.active -= 1
-        result = EvalResult(status=Status.correct, device=self.device)
-        self._results[source] = result
-        return result
-
-    def validate_task(self, task):
-        from adaexplore.evaluator.results import TaskValidation
-
-        self.validated.append(task)
-        return TaskValidation(ok=True, device=self.device)
-
-    def close(self):
-        pass
-
-
-def test_least_loaded_uses_every_member_and_balances():
-    d = LeastLoaded(3)
-    first = [d.acquire() for _ in range(3)]
-    assert sorted(first) == [0, 1, 2]  # ties go round-robin: all pools used
-    d.release(1)
-    assert d.acquire() == 1  # the only idle one
-    d.release(0)
-    d.release(1)
-    d.release(2)
-    assert d.load == [0, 0, 0]
-    # sequential use (never more than one in flight) still visits every member
-    seq = []
-    for _ in range(6):
-        i = d.acquire()
-        seq.append(i)
-        d.release(i)
-    assert set(seq) == {0, 1, 2}
-
-
-def test_fleet_dispatches_concurrent_candidates_to_the_least_loaded_device():
-    stubs = [Stub("cuda:0"), Stub("cuda:1"), Stub("cuda:2", delay=0.3)]
-    fleet = EvaluatorFleet(members=stubs)
-    task = example_task("softmax")
-    with ThreadPoolExecutor(9) as ex:
-        results = list(ex.map(lambda i: fleet.evaluate(task, f"src{i}"), range(18)))
-    assert all(r.status is Status.correct for r in results)
-    counts = [len(s.seen) for s in stubs]
-    assert all(c > 0 for c in counts), counts
-    assert counts[2] < counts[0] and counts[2] < counts[1], counts  # the slow device got less work
-    assert fleet.dispatch.load == [0, 0, 0]
-    # an identical resubmission is answered from whichever member has it
-    before = sum(len(s.seen) for s in stubs)
-    assert fleet.evaluate(task, "src3").status is Status.correct
-    assert sum(len(s.seen) for s in stubs) == before
-    # validation reaches every device (each GPU times its own reference)
-    assert fleet.validate_task(task).ok and all(len(s.validated) == 1 for s in stubs)
-    assert fleet.devices == ["cuda:0", "cuda:1", "cuda:2"] and fleet.device == "cuda:0"
-
-
-def test_physical_gpu_ids_follow_narrowed_visibility():
-    assert physical_ids(["cuda:0", "cuda:1"], None) == ["0", "1"]
-    assert physical_ids(["cuda:0", "cuda:1"], "3,5") == ["3", "5"]
-    assert physical_ids(["cuda:1"], "GPU-aaa,GPU-bbb") == ["GPU-bbb"]
-    with pytest.raises(ValueError):
-        physical_ids(["cuda:2"], "3,5")
-    # the lock of a narrowed pool names the physical GPU, not the worker's cuda:0
-    assert physical_gpu_id("cuda:1", "3,5", pool_visible="5") == "5"
-    assert physical_gpu_id("cuda:1", "3,5") == "5"
-    assert physical_gpu_id("cuda:0", None) == "0"
-    assert physical_gpu_id("cuda:0", "MIG-1/2/3") == "MIG-1_2_3"
-    assert physical_gpu_id("cpu", "3") == "cpu"
-
-
-def test_fleet_members_see_only_their_gpu(tmp_path, monkeypatch):
-    # Built for two fake GPUs without starting anything: each pool is narrowed to one physical id.
-    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "4,6")
-    monkeypatch.delenv("ADAEXPLORE_BASELINES", raising=False)  # the GPU default is under test
-    fleet = EvaluatorFleet(devices=["cuda:0", "cuda:1"], work_dir=tmp_path)
-    try:
-        assert [m.pool.visible_devices for m in fleet.members] == ["4", "6"]
-        assert [m.job_device for m in fleet.members] == ["cuda:0", "cuda:0"]
-        assert [m.physical_id for m in fleet.members] == ["4", "6"]
-        assert [m.device for m in fleet.members] == ["cuda:0", "cuda:1"]
-        assert all(m.baselines == ("eager", "compile") for m in fleet.members)
-    finally:
-        fleet.close()
-    cpu = EvaluatorFleet(devices=["cpu"], work_dir=tmp_path)
-    try:
-        assert len(cpu.members) == 1 and cpu.members[0].pool.visible_devices is None
-        assert cpu.members[0].baselines == ("eager",)
-    finally:
-        cpu.close()
 
 
 def test_many_timed_candidates_through_few_slots_all_finish(tmp_path):
@@ -369,17 +270,6 @@ def test_compile_baseline_and_speedup_vs_best(tmp_path):
         assert r.speedup_vs_best <= r.speedup + 1e-12
 
 
-@gpu
-def test_fleet_over_visible_gpus_times_on_each(tmp_path):
-    task = example_task("gelu_scale")
-    source = (EXAMPLES / "kernels" / "gelu_scale.py").read_text()
-    with EvaluatorFleet(work_dir=tmp_path, baselines=("eager",)) as fleet:
-        with ThreadPoolExecutor(4) as ex:
-            results = list(ex.map(lambda i: fleet.evaluate(task, source + f"\n# {i}\n"), range(4)))
-        assert all(r.status is Status.correct and r.timing is not None for r in results)
-        assert {r.device for r in results} == set(fleet.devices)
-
-
 def test_autotuners_are_found_so_timing_can_retune_them_on_a_quiet_gpu(tmp_path):
     """The timing job forgets configs chosen while other work shared the GPU; it must find them."""
     import sys
@@ -400,6 +290,118 @@ def wrapped_kernel(x_ptr, n, EVEN: tl.constexpr):
         sys.modules.pop("candidate", None)
     assert len(tuners) == 2  # the plain one, and the one under @triton.heuristics
     assert all(isinstance(t.cache, dict) for t in tuners)  # what the timing job clears after the gate
+
+
+# The first tuning of this kernel (whenever the process first calls it) picks num_warps=1; any
+# later tuning picks num_warps=2. Benchmarks return fixed numbers, so no clock decides.
+TUNED_BY_ORDER = (ROOT / "benchmarks" / "throughput" / "kernels" / "softmax_autotune.py").read_text().replace(
+    "@triton.autotune(configs=CONFIGS, key=[\"n_cols\"])", """
+BENCHED = []
+
+
+def order_bench(kernel_call, quantiles=None):
+    kernel_call()
+    tuning, config = divmod(len(BENCHED), 2)
+    BENCHED.append(config)
+    ms = float(config == 0) if tuning else float(config == 1)
+    return [ms, ms, ms]
+
+
+@triton.autotune(configs=[triton.Config({}, num_warps=1), triton.Config({}, num_warps=2)], key=["n_cols"],
+                 do_bench=order_bench)""")
+
+
+def test_the_timed_config_is_the_one_tuned_again_on_the_quiet_gpu(tmp_path):
+    """Before the gate the kernel tunes under load (picking num_warps=1 here); the timing job
+    tunes it again once it holds the GPU, times that choice and reports it."""
+    assert "do_bench=order_bench" in TUNED_BY_ORDER
+    with Evaluator(device="cpu", work_dir=tmp_path, cpu_timing=True, baselines=("eager",)) as ev:
+        result = ev.evaluate(example_task("softmax", warmup_runs=1, timed_runs=3), TUNED_BY_ORDER)
+    assert result.status is Status.correct, result.feedback()
+    assert len(result.autotune_configs) == 1, result.autotune_configs
+    assert result.autotune_configs[0].startswith("softmax_kernel: ") and "num_warps: 2" in result.autotune_configs[0]
+
+
+def _time_in_process(tmp_path, monkeypatch, source: str) -> tuple[int, dict]:
+    """Run the timing job's measuring half here on the CPU; returns how many times it measured
+    and its report."""
+    import torch
+
+    from adaexplore.evaluator.worker import timing
+
+    monkeypatch.setenv("TRITON_INTERPRET", "1")  # CPU tensors, on a GPU machine too
+    measured, sent = [], []
+    real = timing.time_model
+    monkeypatch.setattr(timing, "time_model", lambda *a, **k: measured.append(1) or real(*a, **k))
+
+    class Reporter:
+        def send(self, head, tensors=None):
+            sent.append(head)
+
+        def wait_for_gpu(self):
+            pass
+
+    try:
+        module = harness.load_candidate(source, str(tmp_path))
+        task = harness.load_task(example_task("softmax").source)
+        jobs._time({}, Reporter(), module.ModelNew(), task, EvalProtocol(warmup_runs=1, timed_runs=3),
+                   torch.device("cpu"), None, module)
+    finally:
+        sys.modules.pop("candidate", None)
+    return len(measured), sent[0]
+
+
+# Calls the autotuned kernel only from its `FIRST` call on (plain torch before that).
+LATE_TUNED = TUNED_BY_ORDER.replace("class ModelNew(nn.Module):", """FIRST = 1
+
+
+class ModelNew(nn.Module):""").replace("""        x = x.contiguous()""", """        self.calls = getattr(self, "calls", 0) + 1
+        if self.calls < FIRST:
+            return torch.softmax(x, dim=-1)
+        x = x.contiguous()""")
+
+
+def test_a_kernel_tuned_before_the_clock_is_measured_once(tmp_path, monkeypatch):
+    runs, report = _time_in_process(tmp_path, monkeypatch, LATE_TUNED)
+    assert runs == 1 and "num_warps: 2" in report["autotuned"][0]
+
+
+def test_a_kernel_first_tuned_inside_the_timed_region_is_measured_again(tmp_path, monkeypatch):
+    # before the gate: call 1; tuning runs: 2 and 3; warm-up: 4; timed runs from call 5
+    runs, report = _time_in_process(tmp_path, monkeypatch, LATE_TUNED.replace("FIRST = 1", "FIRST = 6"))
+    assert runs == 2 and report["autotuned"][0].startswith("softmax_kernel: ")
+
+
+def test_a_retune_forgets_choices_in_memory_and_on_disk():
+    class Tuner:
+        cache = {("n", 8): "num_warps: 8"}
+        cache_results = True
+
+    tuner = Tuner()
+    jobs.retune([tuner])
+    assert tuner.cache == {} and tuner.cache_results is False
+
+
+def test_an_autotuner_made_inside_a_class_is_found_for_retuning(tmp_path):
+    import sys
+
+    source = """
+import triton
+import triton.language as tl
+
+
+class Holder:
+    @triton.autotune(configs=[triton.Config({}, num_warps=1), triton.Config({}, num_warps=2)], key=["n"])
+    @triton.jit
+    def kernel(x_ptr, n):
+        pass
+"""
+    try:
+        module = harness.load_candidate(source, str(tmp_path))
+        tuners = harness.autotuners(module)
+    finally:
+        sys.modules.pop("candidate", None)
+    assert [t.base_fn.__name__ for t in tuners] == ["kernel"]
 
 
 def test_the_autotuned_config_that_was_timed_is_reported(tmp_path):

@@ -113,6 +113,22 @@ def test_ungated_jobs_run_straight_through(pool):
     assert res.first("done") is not None and len(res.all("trial")) == 5
 
 
+def test_a_warm_parent_started_from_a_short_lived_thread_outlives_that_thread(tmp_path):
+    # The warm parent asks to die with its parent thread; a server's worker threads end when idle.
+    p = WorkerPool(interpret=True, work_dir=str(tmp_path))
+    try:
+        starter = threading.Thread(target=p.ensure_started)
+        starter.start()
+        starter.join()
+        pid = p.warm_parent_pid()
+        assert pid is not None
+        res = p.run(job("candidate", candidate_source=SOFTMAX_KERNEL), 60)
+        assert res.exit_code == 0, res.output_tail
+        assert p.warm_parent_pid() == pid  # the same process: it was never lost and restarted
+    finally:
+        p.close()
+
+
 def test_results_over_the_size_limit_are_cut_off_and_the_process_killed(tmp_path):
     small = WorkerPool(interpret=True, work_dir=str(tmp_path), max_result_bytes=200_000)
     try:

@@ -16,6 +16,9 @@ import socket
 import subprocess
 import sys
 import threading
+import time
+from contextlib import contextmanager
+from typing import Iterator
 
 from ...common.vocab import JudgeOp
 from ..sandbox import wire
@@ -39,9 +42,11 @@ class Receiver:
 
     def write(self, index: int, offset: int, data) -> None:
         view = memoryview(data).cast("B")
+        t0 = time.perf_counter()
         for start in range(0, len(view), CHUNK_BYTES):
             piece = view[start:start + CHUNK_BYTES]
             self.client.send({"op": JudgeOp.chunk, "req": self.req, "index": index, "offset": offset + start}, [piece])
+        self.client.relayed(len(view), time.perf_counter() - t0)
 
     def close(self) -> dict:
         """The judge's answer: {"stored"}, {"verdict"}, {"missing"} or {"error", "ours"}."""
@@ -67,10 +72,20 @@ class JudgeClient:
         self._waiting: dict[str, tuple[threading.Event, list]] = {}
         self._ids = itertools.count(1)
         self._ready = threading.Event()
+        self.relay = {"bytes": 0, "seconds": 0.0}  # outputs relayed to the judge, and the time it took
+        self._relay_lock = threading.Lock()
 
     # --- lifecycle ------------------------------------------------------------------------
     def _ensure(self) -> None:
         if self._ready.is_set():  # up and answering (the reader clears it when the judge ends)
+            return
+        self.launch()
+        if not self._ready.wait(120):
+            raise JudgeError("the judge process did not start in time")
+
+    def launch(self) -> None:
+        """Start the judge process if it is not running, without waiting for it to be ready."""
+        if self._ready.is_set():
             return
         with self._start_lock:
             if self._proc is not None and self._proc.poll() is None:
@@ -89,8 +104,10 @@ class JudgeClient:
             self.generation += 1
             threading.Thread(target=self._read_loop, args=(self._proc, ours), daemon=True,
                              name="adaexplore-judge-reader").start()
-        if not self._ready.wait(120):
-            raise JudgeError("the judge process did not start in time")
+
+    def start(self) -> None:
+        """Start the judge process now rather than on first use (raises JudgeError if it cannot)."""
+        self._ensure()
 
     def close(self) -> None:
         proc, self._proc = self._proc, None
@@ -156,13 +173,19 @@ class JudgeClient:
             raise JudgeError("the judge did not answer in time")
         return box[0]
 
+    def relayed(self, nbytes: int, seconds: float) -> None:
+        with self._relay_lock:
+            self.relay["bytes"] += nbytes
+            self.relay["seconds"] += seconds
+
     def new_id(self) -> str:
         return f"r{next(self._ids)}"
 
     def receiver(self, key: str, slot: str, mode: str, metas: list[dict], tolerance: dict | None = None,
-                 trial: int = 0) -> Receiver:
+                 trial: int = 0, in_use: list[str] | None = None) -> Receiver:
         req = self.new_id()
-        self.send({"op": JudgeOp.begin, "req": req, "key": key, "slot": slot, "mode": mode, "metas": metas})
+        self.send({"op": JudgeOp.begin, "req": req, "key": key, "slot": slot, "mode": mode, "metas": metas,
+                   "in_use": in_use or []})
         return Receiver(self, req, {"tolerance": tolerance or {}, "trial": trial})
 
     def flags(self, key: str, tolerance: dict) -> list[dict]:
@@ -176,3 +199,34 @@ class JudgeClient:
 
     def stats(self) -> dict:
         return dict(self.request({"op": JudgeOp.stats}).get("stats", {}))
+
+
+class KeysInUse:
+    """The judge keys of tasks with work in flight here: their references are evicted last."""
+
+    def __init__(self) -> None:
+        self._counts: dict[str, int] = {}
+        self._released = threading.Condition()
+
+    @contextmanager
+    def hold(self, key: str) -> Iterator[None]:
+        with self._released:
+            self._counts[key] = self._counts.get(key, 0) + 1
+        try:
+            yield
+        finally:
+            with self._released:
+                self._counts[key] -= 1
+                if not self._counts[key]:
+                    del self._counts[key]
+                    self._released.notify_all()
+
+    def keys_held(self) -> list[str]:
+        with self._released:
+            return list(self._counts)
+
+    def wait_for_release(self, timeout: float) -> None:
+        """Until some task's work ends here (or `timeout` seconds)."""
+        with self._released:
+            self._released.wait(timeout)
+

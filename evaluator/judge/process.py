@@ -7,12 +7,14 @@ network namespaces). Still, every size and index in a message is checked before 
 bytes themselves come from candidates.
 
 Messages (framed by `sandbox.wire`), all with a request id `req`:
-- begin {key, slot, mode: store|compare, metas}: outputs of one frame are coming;
+- begin {key, slot, mode: store|compare, metas, in_use}: outputs of one frame are coming; a
+  store never evicts references of keys `in_use`, and answers {busy} when it cannot fit beside them;
 - chunk {index, offset} + bytes: a piece of output `index`;
 - end {tolerance, trial}: the frame is complete; the answer is {stored} or {verdict};
 - flags {key, tolerance}: the task flags that need the reference's outputs (degenerate task,
   random forward), answered with {flags}; the inputs kept for them are then released;
-- drop {key}; stats: {stats}.
+- drop {key}; stats: {stats} (budget, use, bytes received, seconds spent waiting, copying,
+  comparing and flagging).
 Errors that are ours (a budget, memory) answer {error, ours}.
 """
 
@@ -22,6 +24,7 @@ import math
 import os
 import socket
 import sys
+import time
 import warnings
 from dataclasses import dataclass, field
 
@@ -33,7 +36,7 @@ from ..reference import Reference
 from ..results import Tolerance
 from ..sandbox import wire
 from ..verdict import degenerate_flags
-from .store import BudgetExceeded, OutputStore
+from .store import BudgetBusy, BudgetExceeded, OutputStore
 
 # Chunks arrive as views of a received (read-only) frame; they are only ever copied from.
 warnings.filterwarnings("ignore", message="The given buffer is not writable")
@@ -63,6 +66,9 @@ class Judge:
         self.store = OutputStore(budget_bytes if budget_bytes > 0 else default_budget(self.device))
         self.sock = sock
         self.pending: dict[str, Pending] = {}
+        # Where this process's time goes (for `stats`): waiting for bytes, copying them in, comparing.
+        self.seconds = {"wait": 0.0, "copy": 0.0, "compare": 0.0, "flags": 0.0}
+        self.bytes_in = 0
 
     def reply(self, head: dict) -> None:
         self.sock.sendall(wire.pack(head))
@@ -112,9 +118,14 @@ class Judge:
         else:
             nbytes = sum(_numel(s) * torch.empty((), dtype=d).element_size() for s, d in zip(shapes, dtypes))
             try:
-                self.store.reserve(pending.key, nbytes)
+                in_use = head.get("in_use")
+                self.store.reserve(pending.key, nbytes, frozenset(map(str, in_use)) if isinstance(in_use, list)
+                                   else frozenset())
             except BudgetExceeded as exc:
                 pending.failure = {"error": str(exc), "too_large": True}
+                return
+            except BudgetBusy as exc:
+                pending.failure = {"error": str(exc), "busy": True}
                 return
         pending.tensors = [torch.empty(s, dtype=d, device=self.device) for s, d in zip(shapes, dtypes)]
         pending.received = [0] * len(pending.tensors)
@@ -129,7 +140,10 @@ class Judge:
         data = torch.frombuffer(blobs[0], dtype=torch.uint8) if len(blobs[0]) else None
         if data is None or offset < 0 or offset + data.numel() > flat.numel():
             raise ValueError("a chunk outside its output")
+        t0 = time.perf_counter()
         flat[offset:offset + data.numel()].copy_(data, non_blocking=False)
+        self.seconds["copy"] += time.perf_counter() - t0
+        self.bytes_in += data.numel()
         pending.received[index] += data.numel()
 
     def end(self, req: str, head: dict) -> dict:
@@ -148,10 +162,19 @@ class Judge:
         expected = self.store.get(pending.key, pending.slot)
         if expected is None:
             return {"missing": True}
+        t0 = time.perf_counter()
         verdict = compare_outputs(pending.tensors, expected, tol, trial=int(head.get("trial", 0)))
+        self.seconds["compare"] += time.perf_counter() - t0
         return {"verdict": _verdict_dict(verdict)}
 
     def flags(self, key: str, head: dict) -> list[dict]:
+        t0 = time.perf_counter()
+        try:
+            return self._flags(key, head)
+        finally:
+            self.seconds["flags"] += time.perf_counter() - t0
+
+    def _flags(self, key: str, head: dict) -> list[dict]:
         slots = self.store.slots(key)
         trials = sorted((s for s in slots if s.startswith("trial:")), key=lambda s: int(s.split(":")[1]))
         ref = Reference(outputs=[slots[s] for s in trials], inputs=slots.get("inputs", []),
@@ -165,7 +188,8 @@ class Judge:
 
     def stats(self) -> dict:
         out = {"used_bytes": self.store.used_bytes, "budget_bytes": self.store.budget_bytes,
-               "entries": len(self.store.keys()), "keys": self.store.keys(), "device": str(self.device)}
+               "entries": len(self.store.keys()), "keys": self.store.keys(), "device": str(self.device),
+               "bytes_in": self.bytes_in, "seconds": {k: round(v, 3) for k, v in self.seconds.items()}}
         if self.device.type == "cuda":
             out["device_allocated_bytes"] = torch.cuda.memory_allocated(self.device)
             out["device_total_bytes"] = torch.cuda.get_device_properties(self.device).total_memory
@@ -204,8 +228,14 @@ def main() -> None:
     sock = socket.socket(fileno=int(sys.argv[1]))
     judge = Judge(sys.argv[2], int(sys.argv[3]), sock)
     judge.reply({"ready": True})
-    for head, blobs in wire.read_messages(sock.makefile("rb")):
-        judge.handle(head, blobs)
+    messages = wire.read_messages(sock.makefile("rb"))
+    while True:
+        t0 = time.perf_counter()
+        message = next(messages, None)
+        judge.seconds["wait"] += time.perf_counter() - t0
+        if message is None:
+            break
+        judge.handle(*message)
 
 
 if __name__ == "__main__":

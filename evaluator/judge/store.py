@@ -16,6 +16,10 @@ class BudgetExceeded(Exception):
     """One reference needs more memory than the judge may hold at all."""
 
 
+class BudgetBusy(Exception):
+    """The budget is held by references of tasks in use: the store must wait for one to end."""
+
+
 class OutputStore:
     def __init__(self, budget_bytes: int) -> None:
         self.budget_bytes = budget_bytes
@@ -32,15 +36,21 @@ class OutputStore:
     def keys(self) -> list[str]:
         return list(self._entries)
 
-    def reserve(self, key: str, nbytes: int) -> None:
-        """Make room for `nbytes` more under `key`, evicting other keys, oldest first."""
+    def reserve(self, key: str, nbytes: int, in_use: frozenset[str] = frozenset()) -> None:
+        """Make room for `nbytes` more under `key`, evicting other keys, oldest first. References
+        of keys `in_use` (tasks with work in flight) are never evicted: if the room is not there
+        without them, `key` is dropped and BudgetBusy raised (the caller tries again later)."""
         total = self._sizes.get(key, 0) + nbytes
         if total > self.budget_bytes:
             raise BudgetExceeded(f"the reference outputs need {_gb(total)}, more than the judge's budget of "
                                  f"{_gb(self.budget_bytes)}")
+        idle = sum(self._sizes.get(k, 0) for k in self._entries if k != key and k not in in_use)
+        if self.used_bytes - idle + nbytes > self.budget_bytes:
+            self.drop(key)  # what it stored so far goes too, so that the tasks in use can go on
+            raise BudgetBusy(f"the judge's budget of {_gb(self.budget_bytes)} is held by the references of "
+                             f"tasks in use")
         while self.used_bytes + nbytes > self.budget_bytes:
-            oldest = next(k for k in self._entries if k != key)
-            self.drop(oldest)
+            self.drop(next(k for k in self._entries if k != key and k not in in_use))
 
     def put(self, key: str, slot: str, tensors: list[torch.Tensor]) -> None:
         entry = self._entries.setdefault(key, {})

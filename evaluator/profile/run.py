@@ -165,17 +165,21 @@ def _profile_candidate_in_worker(job, rep, task, protocol, device, source: str, 
 # --- the trusted side ----------------------------------------------------------------------------------
 
 def profile_candidate(evaluator, task, source: str | None, protocol=None) -> ProfileReport:
-    """Profile a correct candidate (or, with no source, only the floor and the peaks)."""
+    """Profile a correct candidate (or, with no source, only the floor and the peaks). A candidate
+    whose outputs matched but that left all the reference's work to PyTorch is profiled too."""
     from ..task import source_hash
-    from ..verdict import worker_failure
+    from ..verdict import reuses_reference, worker_failure
 
     protocol = protocol or task.protocol
     base = {"task_id": task.task_id, "source_hash": source_hash(source) if source else "",
             "device": evaluator.device}
     candidate_ms, timing_source = None, None
+    notes: list[str] = []
     if source and evaluator.is_gpu:
         result = evaluator.evaluate(task, source, protocol)
-        if not result.ok:
+        if reuses_reference(result):
+            notes.append(f"profiled although {result.status.value}: {result.cheat_reason}"[:300])
+        elif not result.ok:
             detail = result.cheat_reason or (result.error.message if result.error else "")
             report = ProfileReport(**base, error=ErrorInfo(
                 error_class="NotCorrect", message=f"only a correct candidate is profiled; this one is "
@@ -192,7 +196,6 @@ def profile_candidate(evaluator, task, source: str | None, protocol=None) -> Pro
                          time_candidate=candidate_ms is None)
     res = evaluator._run(job, protocol.timeout_s, gpu="exclusive" if evaluator.is_gpu else None)
 
-    notes: list[str] = []
     floor: dict | None = None
     peaks: DevicePeaks | None = None
     rows: list[tuple[str, int, float]] = []

@@ -13,6 +13,7 @@ import fcntl
 import itertools
 import logging
 import os
+import queue
 import secrets
 import select
 import socket
@@ -135,6 +136,8 @@ class WorkerPool:
         self.max_processes = max_processes
         self.sandbox: dict = {}  # the level the warm parent found it can give its workers (see confine.probe)
         self._parent_pid: int | None = None
+        self._launcher: threading.Thread | None = None
+        self._launches: queue.SimpleQueue = queue.SimpleQueue()
 
     # --- lifecycle ------------------------------------------------------------------
     def _start(self) -> None:
@@ -165,12 +168,42 @@ class WorkerPool:
         threading.Thread(target=self._read_loop, args=(self._proc, ours), daemon=True,
                          name="adaexplore-zygote-reader").start()
 
-    def ensure_started(self, timeout: float = 120.0) -> None:
+    def launch(self) -> None:
+        """Start the warm parent if it is not running, without waiting for it to be ready."""
         with self._lock:
             if self._closed:
                 raise RuntimeError("worker pool is closed")
             if self._proc is None or self._proc.poll() is not None:
+                self._start_on_launcher()
+
+    def _start_on_launcher(self) -> None:
+        """`_start` on this pool's own thread. The warm parent dies with the thread that started
+        it (a parent-death signal follows the creating thread), and callers' threads come and
+        go (a server's worker threads end when idle): this one lives as long as the pool."""
+        if self._launcher is None:
+            self._launcher = threading.Thread(target=self._serve_launches, daemon=True, name="adaexplore-launcher")
+            self._launcher.start()
+        done = threading.Event()
+        box: list[BaseException] = []
+        self._launches.put((done, box))
+        done.wait()
+        if box:
+            raise box[0]
+
+    def _serve_launches(self) -> None:
+        while True:
+            request = self._launches.get()
+            if request is None:
+                return
+            done, box = request
+            try:
                 self._start()
+            except BaseException as exc:  # noqa: BLE001 - handed to the caller
+                box.append(exc)
+            done.set()
+
+    def ensure_started(self, timeout: float = 120.0) -> None:
+        self.launch()
         if not self._ready.wait(timeout):
             raise RuntimeError("the evaluator's warm parent did not start in time")
 
@@ -195,6 +228,7 @@ class WorkerPool:
                 proc.wait(5)
             except (OSError, subprocess.TimeoutExpired, AttributeError):
                 proc.kill()
+        self._launches.put(None)  # the launcher thread ends, after the warm parent
         self._fail_all("evaluator shut down")
 
     # --- jobs -----------------------------------------------------------------------

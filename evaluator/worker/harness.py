@@ -7,6 +7,7 @@ Reference jobs never load candidate code.
 
 from __future__ import annotations
 
+import gc
 import importlib.util
 import linecache
 import os
@@ -94,7 +95,8 @@ def load_candidate(source: str, scratch: str) -> types.ModuleType:
 
 
 def autotuners(module: types.ModuleType) -> list:
-    """The Triton autotuners among a module's globals (also under @triton.heuristics)."""
+    """The Triton autotuners of a module: among its globals (also under @triton.heuristics), and
+    any other defined in its code (inside a class or a function, made on first use)."""
     try:
         from triton.runtime.autotuner import Autotuner
     except ImportError:  # pragma: no cover - a Triton without autotuning
@@ -107,6 +109,11 @@ def autotuners(module: types.ModuleType) -> list:
             obj = getattr(obj, "fn", None)
             if obj is None:
                 break
+    seen = {id(t) for t in found}
+    for obj in gc.get_objects():  # type(), not isinstance: no object's __class__ is asked
+        if issubclass(type(obj), Autotuner) and id(obj) not in seen \
+                and getattr(getattr(obj, "base_fn", None), "__globals__", None) is vars(module):
+            found.append(obj)
     return found
 
 

@@ -1,4 +1,7 @@
-"""The three kinds of work a worker process does: reference, candidate check, timing."""
+"""The three kinds of work a worker process does: reference, candidate check, timing.
+
+Runs inside a forked worker process; it reports facts and decides nothing.
+"""
 
 from __future__ import annotations
 
@@ -190,14 +193,7 @@ def run_timing(job: dict, rep: Reporter) -> None:
         _fail(rep, harness.classify(exc, "import"), exc, source, "load")
         return
     try:
-        if job.get("time", True):
-            tuners = harness.autotuners(module) if module is not None else []
-            _time(job, rep, model, task, protocol, device, flag_guard, tuners)
-        else:
-            check = _check_inputs(task, protocol, device)
-            with torch.no_grad():
-                out = model(*check)
-            rep.send({"kind": Kind.checked}, [o for o in harness.as_outputs(out) if isinstance(o, torch.Tensor)])
+        _time(job, rep, model, task, protocol, device, flag_guard, module)
     except BaseException as exc:  # noqa: BLE001
         _fail(rep, harness.classify(exc, "run"), exc, source, "timing")
         return
@@ -231,8 +227,27 @@ def shifted(inputs: list, i: int) -> list:
     return out
 
 
+def retune(tuners: list) -> None:
+    """Forget what each autotuner chose, so its next call tunes again (on a quiet GPU, after the
+    gate). A choice stored on disk was made under load, maybe on another GPU: not read back."""
+    for tuner in tuners:
+        tuner.cache.clear()
+        if getattr(tuner, "cache_results", False):
+            tuner.cache_results = False
+
+
+def tuned(tuners: list) -> list[str]:
+    """`kernel: config` for every choice the autotuners hold (a one-config tuner holds none)."""
+    out = []
+    for tuner in tuners:
+        name = getattr(getattr(tuner, "base_fn", None), "__name__", "kernel")
+        configs = list(tuner.cache.values()) or [c for c in [getattr(tuner, "best_config", None)] if c is not None]
+        out += [f"{name}: {config}" for config in configs]
+    return out[:8]
+
+
 def _time(job, rep, model, task, protocol: EvalProtocol, device, flag_guard: guards.FlagGuard | None = None,
-          tuners: list | None = None) -> None:
+          module=None) -> None:
     variants = [harness.make_inputs(task, harness.timing_seed(protocol, v), device)
                 for v in range(harness.TIMING_VARIANTS)]
     live = [x.clone() if isinstance(x, torch.Tensor) else x for x in variants[0]]
@@ -247,34 +262,50 @@ def _time(job, rep, model, task, protocol: EvalProtocol, device, flag_guard: gua
         with torch.no_grad():
             return model(*live)
 
+    def sync() -> None:
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+
     # The first call compiles (and autotunes): it runs before the gate, alongside other
-    # processes' work; only what follows has the GPU to itself.
+    # processes' work; only what follows has the GPU to itself. Autotuners are looked for after
+    # it, so one made on first use (inside a class, a closure) is found too.
     prepare(0)
     run(0)
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
+    sync()
+    tuners = harness.autotuners(module) if module is not None else []
     rep.wait_for_gpu()
-    # Autotuning chose its config while other work shared the GPU: forget the choice, so the
-    # first warm-up run tunes again on a quiet GPU (as a process alone on the GPU would).
-    for tuner in tuners or []:
-        tuner.cache.clear()
+    # Those choices were made while other work shared the GPU: tune again, now, on a quiet GPU
+    # (as a process alone on it would), once per input variant and before any timed run.
+    if tuners:
+        retune(tuners)
+        for v in range(harness.TIMING_VARIANTS):
+            prepare(v)
+            run(v)
+        sync()
+    chosen = {id(t): dict(t.cache) for t in tuners}
     # Flags a candidate changed at import are put back before anything is measured.
     if flag_guard:
         flag_guard.restore()
-    measured = timing.time_model(
-        run, prepare, warmup=protocol.warmup_runs, runs=protocol.timed_runs,
-        flush_l2=protocol.flush_l2, device=device)
+
+    def measure():
+        return timing.time_model(run, prepare, warmup=protocol.warmup_runs, runs=protocol.timed_runs,
+                                 flush_l2=protocol.flush_l2, device=device)
+
+    measured = measure()
+    if any(dict(t.cache) != chosen[id(t)] for t in tuners):
+        # A kernel tuned inside the timed region (first called there): its choices are made
+        # now, so a second measurement times only the kernels.
+        measured = measure()
     prepare(harness.CHECK_RUN)
     last = run(harness.CHECK_RUN)
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
+    sync()
     reset = flag_guard.restore() if flag_guard else []
     outputs = [o for o in harness.as_outputs(last) if isinstance(o, torch.Tensor)]
     rep.send({"kind": Kind.timing, "event_ms": measured.event_ms, "drain_ms": measured.drain_ms,
               "flush_ms": measured.flush_ms,
               "method": "cuda_events" if device.type == "cuda" else "host_clock",
               "replaced": guards.replaced_functions(), "flags_reset": reset,
-              "autotuned": [str(getattr(t, "best_config", None)) for t in (tuners or [])[:8]]}, outputs)
+              "autotuned": tuned(tuners)}, outputs)
 
 
 def _check_clean(rep: Reporter, flag_guard: guards.FlagGuard, phase: str) -> bool:
