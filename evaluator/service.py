@@ -365,6 +365,8 @@ class Evaluator:
             res = self._run_shared(self._job(Job.reference, task, protocol, check_run=self.timed),
                                    max(protocol.timeout_s, REFERENCE_MIN_TIMEOUT_S))
             ref = Reference.from_report(res)
+            if ref.phases:
+                self._trace({"kind": "reference phases"}, **ref.phases)
             busy = ref.error is not None and ref.error.message.startswith(JUDGE_BUSY)
             if not busy or time.monotonic() > deadline:
                 return ref
