@@ -127,6 +127,7 @@ class Evaluator:
         self._memory: DeviceMemory | None = None  # device memory admission, sized on first use
         self._memory_guard = threading.Lock()
         self._peaks: dict[str, int] = {}  # judge key -> the reference's peak device memory
+        self._best_ms: dict[str, float] = {}  # judge key -> the fastest confirmed median reported here
         self._in_use = KeysInUse()  # tasks with work in flight: the judge evicts their references last
         # Reference outputs can be hundreds of MB a task: keep the most recently used few.
         self._ref_cache: OrderedDict[str, Reference] = OrderedDict()  # by judge key
@@ -512,10 +513,35 @@ class Evaluator:
             ref.baselines_ready.wait()
             if ref.error is not None:
                 return self._reference_failed(ref)
-            result = self._time_candidate(task, source, protocol, ref, result)
+            checked = result
+            result = self._time_candidate(task, source, protocol, ref, checked)
+            if result.status is Status.correct and result.timing is not None:
+                result = self._confirm_if_best(task, source, protocol, ref, checked, result)
         elif result.status is Status.correct:
             result = result.model_copy(update={"timing_note": NO_GPU_NOTE})
         return result
+
+    def _confirm_if_best(self, task: Task, source: str, protocol: Protocol, ref: Reference, checked: EvalResult,
+                         timed: EvalResult) -> EvalResult:
+        """A timing faster than any this evaluator has reported for the task is measured again in a
+        fresh process before it is reported; the slower of the two stands, so a new best is never
+        the luck of one run."""
+        key = self.judge_key(task, protocol)
+        first = timed.timing.median_ms
+        with self._ref_guard:
+            best = self._best_ms.get(key)
+        if best is not None and first >= best:
+            return timed
+        again = self._time_candidate(task, source, protocol, ref, checked)
+        if again.status is not Status.correct or again.timing is None:
+            return again  # the second run found what the first did not: that is the verdict
+        second = again.timing.median_ms
+        chosen = timed if first >= second else again
+        with self._ref_guard:
+            self._best_ms[key] = min(self._best_ms.get(key, float("inf")), chosen.timing.median_ms)
+        return chosen.model_copy(update={"timing_note": (
+            f"a new best for this task: confirmed by a second, independent measurement in a fresh process "
+            f"(medians {first:.4f} and {second:.4f} ms; the slower is reported)")})
 
     @staticmethod
     def _reference_failed(ref: Reference) -> EvalResult:
