@@ -288,6 +288,16 @@ def test_compile_baseline_and_speedup_vs_best(tmp_path):
         assert r.speedup_vs_best <= r.speedup + 1e-12
 
 
+def _autotuners_of(source: str, tmp_path) -> list:
+    """The autotuners the timing job would find in a candidate."""
+    import sys
+
+    try:
+        return harness.autotuners(harness.load_candidate(source, str(tmp_path)))
+    finally:
+        sys.modules.pop("candidate", None)
+
+
 def test_autotuners_are_found_so_timing_can_retune_them_on_a_quiet_gpu(tmp_path):
     """The timing job forgets configs chosen while other work shared the GPU; it must find them."""
     import sys
@@ -301,11 +311,7 @@ def test_autotuners_are_found_so_timing_can_retune_them_on_a_quiet_gpu(tmp_path)
 def wrapped_kernel(x_ptr, n, EVEN: tl.constexpr):
     pass
 '''
-    try:
-        module = harness.load_candidate(source, str(tmp_path))
-        tuners = harness.autotuners(module)
-    finally:
-        sys.modules.pop("candidate", None)
+    tuners = _autotuners_of(source, tmp_path)
     assert len(tuners) == 2  # the plain one, and the one under @triton.heuristics
     assert all(isinstance(t.cache, dict) for t in tuners)  # what the timing job clears after the gate
 
@@ -414,11 +420,7 @@ class Holder:
     def kernel(x_ptr, n):
         pass
 """
-    try:
-        module = harness.load_candidate(source, str(tmp_path))
-        tuners = harness.autotuners(module)
-    finally:
-        sys.modules.pop("candidate", None)
+    tuners = _autotuners_of(source, tmp_path)
     assert [t.base_fn.__name__ for t in tuners] == ["kernel"]
 
 
