@@ -300,8 +300,6 @@ def _autotuners_of(source: str, tmp_path) -> list:
 
 def test_autotuners_are_found_so_timing_can_retune_them_on_a_quiet_gpu(tmp_path):
     """The timing job forgets configs chosen while other work shared the GPU; it must find them."""
-    import sys
-
     source = (ROOT / "benchmarks" / "throughput" / "kernels" / "softmax_autotune.py").read_text()
     source += '''
 
@@ -407,8 +405,6 @@ def test_a_retune_forgets_choices_in_memory_and_on_disk():
 
 
 def test_an_autotuner_made_inside_a_class_is_found_for_retuning(tmp_path):
-    import sys
-
     source = """
 import triton
 import triton.language as tl
