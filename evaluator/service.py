@@ -338,6 +338,8 @@ class Evaluator:
                     return cached
             t0 = time.monotonic()
             ref = self._run_reference(task, protocol, key)
+            if ref.error is not None and ref.error.error_class == "OutOfMemoryError":
+                ref.error = self._too_large(ref.error)
             ref.judge_key, ref.judge_generation = key, self.judge.generation
             if ref.peak_device_bytes:
                 self._peaks[ref.judge_key] = ref.peak_device_bytes
@@ -355,6 +357,15 @@ class Evaluator:
                 threading.Thread(target=self._measure_baselines, args=(key, task, protocol, ref, remeasure, t0),
                                  daemon=True, name="adaexplore-baselines").start()
             return ref
+
+    def _too_large(self, error: ErrorInfo) -> ErrorInfo:
+        """A reference that ran out of memory had the device to itself (see `_run`): the task
+        does not fit here, which registration says in so many words."""
+        capacity = self.device_memory().capacity
+        where = (f"even with the device to itself ({capacity / 1e9:.1f} GB for jobs beside the judge's share)"
+                 if capacity else "on this machine")
+        return ErrorInfo(error_class="TaskTooLarge", message=(
+            f"the task does not fit this device: its reference ran out of memory {where}: {error.message}")[:600])
 
     def _run_reference(self, task: Task, protocol: Protocol, key: str) -> Reference:
         """The reference job, run again while the judge has no room beside the references of
