@@ -174,6 +174,9 @@ def judge_line(ev) -> str:
             f" ({rate:.2f} GB/s per stream).\n")
 
 
+PHASES = ("queued_s", "run_s", "setup_s", "gpu_wait_s", "measure_s", "inputs_s", "forward_s", "send_s")
+
+
 def where_time_went(trace: list[dict], wall_s: float) -> str:
     """Worker jobs of this run by kind: how many, and their summed seconds per phase."""
     groups: dict[str, dict[str, float]] = {}
@@ -181,14 +184,15 @@ def where_time_went(trace: list[dict], wall_s: float) -> str:
         name = f"{getattr(t['kind'], 'value', t['kind'])}{' (candidate)' if t.get('candidate') else ''}{' alone' if t.get('alone') else ''}"
         g = groups.setdefault(name, {"jobs": 0})
         g["jobs"] += 1
-        for phase in ("queued_s", "run_s", "setup_s", "gpu_wait_s", "measure_s"):
+        for phase in PHASES:
             if phase in t:
                 g[phase] = g.get(phase, 0.0) + float(t[phase])
     lines = [f"Where the time went ({wall_s:.0f} s of wall clock; seconds summed over jobs):", "",
-             "| jobs | count | queued s | run s | setup s | GPU wait s | measure s |", "|---|---|---|---|---|---|---|"]
+             "| jobs | count | queued s | run s | setup s | GPU wait s | measure s | inputs s | forward s | send s |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for name, g in sorted(groups.items()):
         lines.append(f"| {name} | {int(g['jobs'])} | " + " | ".join(
-            f"{g.get(p, 0):.0f}" for p in ("queued_s", "run_s", "setup_s", "gpu_wait_s", "measure_s")) + " |")
+            f"{g.get(p, 0):.0f}" for p in PHASES) + " |")
     return "\n".join(lines) + "\n"
 
 

@@ -165,7 +165,7 @@ class EvalResult(Model):
             if self.compile_timing is not None and self.speedup_vs_best is not None:
                 parts.append(f"speedup {self.speedup_vs_best:.3f}x vs the faster of eager and torch.compile "
                              f"({self.compile_timing.mean_ms:.4f} ms compiled)")
-        elif self.timing_note:
+        if self.timing_note:
             parts.append(f"timing: {self.timing_note}")
         if self.autotune_configs:
             parts.append("autotune chose: " + "; ".join(self.autotune_configs))

@@ -134,6 +134,7 @@ class Evaluator:
         self._memory: DeviceMemory | None = None  # device memory admission, sized on first use
         self._memory_guard = threading.Lock()
         self._peaks: dict[str, int] = {}  # judge key -> the reference's peak device memory
+        self._best_ms: dict[str, float] = {}  # judge key -> the fastest confirmed median reported here
         self._in_use = KeysInUse()  # tasks with work in flight: the judge evicts their references last
         # Reference outputs can be hundreds of MB a task: keep the most recently used few.
         self._ref_cache: OrderedDict[str, Reference] = OrderedDict()  # by judge key
@@ -346,6 +347,8 @@ class Evaluator:
                     return cached
             t0 = time.monotonic()
             ref = self._run_reference(task, protocol, key)
+            if ref.error is not None and ref.error.error_class == "OutOfMemoryError":
+                ref.error = self._too_large(ref.error)
             ref.judge_key, ref.judge_generation = key, self.judge.generation
             if ref.peak_device_bytes:
                 self._peaks[ref.judge_key] = ref.peak_device_bytes
@@ -364,6 +367,15 @@ class Evaluator:
                                  daemon=True, name="adaexplore-baselines").start()
             return ref
 
+    def _too_large(self, error: ErrorInfo) -> ErrorInfo:
+        """A reference that ran out of memory had the device to itself (see `_run`): the task
+        does not fit here, which registration says in so many words."""
+        capacity = self.device_memory().capacity
+        where = (f"even with the device to itself ({capacity / 1e9:.1f} GB for jobs beside the judge's share)"
+                 if capacity else "on this machine")
+        return ErrorInfo(error_class="TaskTooLarge", message=(
+            f"the task does not fit this device: its reference ran out of memory {where}: {error.message}")[:600])
+
     def _run_reference(self, task: Task, protocol: EvalProtocol, key: str) -> Reference:
         """The reference job, run again while the judge has no room beside the references of
         tasks in use (it waits for one of them to end, at most JUDGE_WAIT_S in all)."""
@@ -374,6 +386,8 @@ class Evaluator:
             res = self._run_shared(self._job(Job.reference, task, protocol, check_run=self.timed),
                                    max(protocol.timeout_s, REFERENCE_MIN_TIMEOUT_S))
             ref = Reference.from_report(res)
+            if ref.phases:
+                self._trace({"kind": "reference phases"}, **ref.phases)
             busy = ref.error is not None and ref.error.message.startswith(JUDGE_BUSY)
             if not busy or time.monotonic() > deadline:
                 return ref
@@ -534,10 +548,36 @@ class Evaluator:
             ref.baselines_ready.wait()
             if ref.error is not None:
                 return self._reference_failed(ref)
-            result = self._time_candidate(task, source, protocol, ref, result)
+            checked = result
+            result = self._time_candidate(task, source, protocol, ref, checked)
+            if result.status is Status.correct and result.timing is not None:
+                result = self._confirm_if_best(task, source, protocol, ref, checked, result)
         elif result.status is Status.correct:
             result = result.model_copy(update={"timing_note": NO_GPU_NOTE})
         return result
+
+    def _confirm_if_best(self, task: Task, source: str, protocol: EvalProtocol, ref: Reference, checked: EvalResult,
+                         timed: EvalResult) -> EvalResult:
+        """A timing faster than any this evaluator has reported for the task is measured again in a
+        fresh process before it is reported; the slower of the two stands, so a new best is never
+        the luck of one run."""
+        key = self.judge_key(task, protocol)
+        assert timed.timing is not None  # only a timed result is confirmed
+        first = timed.timing.median_ms
+        with self._ref_guard:
+            best = self._best_ms.get(key)
+        if best is not None and first >= best:
+            return timed
+        again = self._time_candidate(task, source, protocol, ref, checked)
+        if again.status is not Status.correct or again.timing is None:
+            return again  # the second run found what the first did not: that is the verdict
+        second = again.timing.median_ms
+        chosen = timed if first >= second else again
+        with self._ref_guard:
+            self._best_ms[key] = min(self._best_ms.get(key, float("inf")), max(first, second))
+        return chosen.model_copy(update={"timing_note": (
+            f"a new best for this task: confirmed by a second, independent measurement in a fresh process "
+            f"(medians {first:.4f} and {second:.4f} ms; the slower is reported)")})
 
     @staticmethod
     def _reference_failed(ref: Reference) -> EvalResult:

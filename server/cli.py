@@ -8,6 +8,7 @@ import json
 import logging
 import os
 import sys
+import time
 from pathlib import Path
 
 from ..evaluator.sandbox import confine
@@ -100,14 +101,36 @@ def cmd_eval(args: argparse.Namespace) -> int:
     except (TaskError, OSError, UnicodeDecodeError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    with Evaluator(device=args.device) as ev:
+    started = time.monotonic()
+    with Evaluator(device=args.device, trace=True) as ev:
         result = ev.evaluate(task, source)
+        trace, timed = list(ev.trace or []), ev.timed
     if args.json:
         sys.stdout.write(to_json(result).decode() + "\n")
     else:
         print(f"task: {task.name}   candidate: {args.candidate}   device: {result.device}")
         print(result.feedback(4000))
+    print(where_time_went(trace, time.monotonic() - started, timed), file=sys.stderr)
     return 0 if result.ok else 1
+
+
+def where_time_went(trace: list[dict], wall_s: float, timed: bool) -> str:
+    """One line: the seconds of each worker job of a one-shot evaluation, and what was reused."""
+    def seconds(t: dict) -> float:
+        return sum(float(t.get(k, 0.0)) for k in ("run_s", "setup_s", "gpu_wait_s", "measure_s"))
+
+    parts = []
+    for name, pick in (("reference", lambda t: t["kind"] == "reference"),
+                       ("baselines", lambda t: t["kind"] == "timing" and not t.get("candidate")),
+                       ("candidate check", lambda t: t["kind"] == "candidate"),
+                       ("candidate timing", lambda t: t["kind"] == "timing" and t.get("candidate"))):
+        jobs = [t for t in trace if pick(t)]
+        if jobs:
+            parts.append(f"{name} {sum(seconds(t) for t in jobs):.1f} s" + (f" ({len(jobs)} runs)" if len(jobs) > 1 else ""))
+        elif name == "baselines" and timed and any(t["kind"] == "reference" for t in trace):
+            parts.append("baselines from the cache")
+    return f"time: {wall_s:.1f} s in all, of which " + ", ".join(parts) + "; the rest is start-up" if parts else \
+        f"time: {wall_s:.1f} s in all"
 
 
 def cmd_token(args: argparse.Namespace) -> int:

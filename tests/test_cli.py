@@ -28,6 +28,8 @@ def test_eval_exit_codes_and_json(tmp_path):
     good = cli("eval", task, str(next(VARIANTS.glob("04*.py"))))
     assert good.returncode == 0, good.stdout + good.stderr
     assert "status: correct" in good.stdout
+    assert "time:" in good.stderr and "reference" in good.stderr and "candidate check" in good.stderr
+    assert json.loads(bad.stdout) and "time:" in bad.stderr  # the JSON on stdout stays a document
     assert cli("eval", task, str(tmp_path / "missing.py")).returncode == 2
 
 

@@ -203,7 +203,10 @@ def test_a_job_that_ran_out_of_device_memory_beside_others_runs_again_alone(tmp_
         task = Task(name="oom", source=OOM_TASK)
         check_task_source(task.source)
         validation = ev.validate_task(task)
-        assert not validation.ok and "out of memory" in validation.error.message
+        assert not validation.ok and validation.error.error_class == "TaskTooLarge"
+        assert validation.error.message.startswith("the task does not fit this device: its reference ran out of "
+                                                   "memory even with the device to itself (8.6 GB")
+        assert "Tried to allocate 4.00 GiB" in validation.error.message
         runs = [t for t in ev.trace if t["kind"] == "reference"]
         assert [r["alone"] for r in runs] == [0.0, 1.0]  # once beside others, then with the device to itself
     finally:

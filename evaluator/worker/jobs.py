@@ -6,6 +6,7 @@ Runs inside a forked worker process; it reports facts and decides nothing.
 from __future__ import annotations
 
 import os
+import time
 
 import torch
 
@@ -60,13 +61,29 @@ def run_reference(job: dict, rep: Reporter) -> None:
     if dropout:
         flags.append({"code": "training_dropout",
                       "message": f"dropout in training mode ({', '.join(dropout[:3])}): output is random"})
+    # Where the job's time goes (inputs made, forward run, outputs sent), for the evaluator's trace.
+    phases = {"inputs_s": 0.0, "forward_s": 0.0, "send_s": 0.0}
+    send = rep.send
+
+    def timed_send(*args, **kwargs) -> None:
+        t0 = time.perf_counter()
+        send(*args, **kwargs)
+        phases["send_s"] += time.perf_counter() - t0
+
+    rep.send = timed_send  # type: ignore[method-assign]
     try:
         ops: set[str] = set()
         for t in range(protocol.correctness_trials):
+            t0 = time.perf_counter()
             inputs = harness.make_inputs(task, harness.trial_seed(protocol, t), device)
+            t1 = time.perf_counter()
             before = harness.snapshot_inputs(inputs)
             with guards.recording(poison=False) as rec:
                 outputs = harness.as_outputs(_forward(model, inputs))
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+            phases["inputs_s"] += t1 - t0
+            phases["forward_s"] += time.perf_counter() - t1
             ops |= rec.ops
             if t == 0:
                 if harness.inputs_changed(before, inputs):
@@ -93,7 +110,8 @@ def run_reference(job: dict, rep: Reporter) -> None:
                                          if isinstance(o, torch.Tensor)])
         # The device memory it took at its peak: later jobs of this task reserve that much.
         peak = torch.cuda.max_memory_reserved(device) if device.type == "cuda" else 0
-        rep.send({"kind": Kind.device, **device_info(device), "peak_bytes": int(peak)})
+        rep.send({"kind": Kind.device, **device_info(device), "peak_bytes": int(peak),
+                  "phases": {k: round(v, 3) for k, v in phases.items()}})
     except BaseException as exc:  # noqa: BLE001
         _fail(rep, harness.classify(exc, "run"), exc, None, "run")
         return
