@@ -9,6 +9,7 @@ from pathlib import Path
 
 from pydantic import Field
 
+from ..common import pysource
 from .results import EvalProtocol, Model
 
 REQUIRED_NAMES = ("Model", "get_inputs", "get_init_inputs")
@@ -53,7 +54,7 @@ def check_task_source(source: str) -> None:
     if len(source.encode()) > MAX_SOURCE_BYTES:
         raise TaskError(f"task source is {len(source.encode())} bytes; the limit is {MAX_SOURCE_BYTES}")
     try:
-        tree = ast.parse(source)
+        tree = pysource.parse(source)
     except SyntaxError as exc:
         raise TaskError(f"task source does not parse: line {exc.lineno}: {exc.msg}") from None
     missing = [n for n in REQUIRED_NAMES if n not in _top_level_names(tree)]

@@ -9,7 +9,6 @@ roots, home) in any text sent back to a caller.
 
 from __future__ import annotations
 
-import ast
 import os
 import re
 import site
@@ -18,6 +17,7 @@ from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
 
+from ..common import pysource
 from .errors import InvalidRequest, NotFound
 
 TOO_DEEP = ("{what} nests too deeply for Python's parser (a very long chained expression, or deeply nested "
@@ -30,7 +30,7 @@ def check_parsable(source: str, what: str) -> None:
     if "\x00" in source:
         raise InvalidRequest(NUL.format(what=what))
     try:
-        ast.parse(source)
+        pysource.parse(source)
     except SyntaxError:
         return  # reported with its line by the checks that follow
     except (RecursionError, MemoryError):

@@ -16,6 +16,8 @@ import operator
 from collections.abc import Iterable
 from typing import Any
 
+from ..common import pysource
+
 _FACTORIES = {"randn", "rand", "zeros", "ones", "empty", "randint", "full", "randn_like", "rand_like"}
 _BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.FloorDiv: operator.floordiv,
            ast.Pow: operator.pow}
@@ -97,7 +99,7 @@ def input_specs(source: str) -> list[dict[str, Any]]:
     """[{"shape": [..] or None, "dtype": str}] for each element of ``get_inputs()``'s returned list,
     read from the source; [] when there is no such function or its return is not a literal list."""
     try:
-        tree = ast.parse(source)
+        tree = pysource.parse(source)
     except SyntaxError:
         return []
     env = _constants(tree)

@@ -11,6 +11,7 @@ import io
 import re
 import tokenize
 
+from ..common import pysource
 from .signature import TL_DTYPES, construct_family, construct_of, forbidden_part
 
 STATEMENT_KEYWORDS = frozenset({"if", "for", "while", "else", "elif", "break", "continue", "return",
@@ -49,7 +50,7 @@ def forbidden_pattern(rule_text: str) -> re.Pattern[str] | None:
 def kernel_code(source: str) -> str:
     """The source of the ``@triton.jit`` functions in a module (the whole source if none parse)."""
     try:
-        tree = ast.parse(source)
+        tree = pysource.parse(source)
     except SyntaxError:
         return source
     lines = source.splitlines()

@@ -32,10 +32,9 @@ the trusted evaluator process, before any worker is started.
 
 from __future__ import annotations
 
-import ast
-
 from pydantic import Field
 
+from ...common import pysource
 from ...common.vocab import Severity
 from ..results import ErrorInfo, LintIssue, Model, Status
 from .checker import _Checker
@@ -85,10 +84,10 @@ def check_candidate(source: str) -> StaticReport:
     """Static checks of an untrusted candidate source. Never executes it."""
     lines = source.splitlines()
     try:
-        tree = ast.parse(source, filename="candidate.py", mode="exec")
+        tree = pysource.parse(source, filename="candidate.py")
         # compile() catches what the parser lets through (e.g. 'return' outside function,
         # nonlocal at module level); it only builds a code object and runs nothing.
-        compile(tree, "candidate.py", "exec", dont_inherit=True)
+        pysource.compile_tree(tree, "candidate.py")
     except SyntaxError as exc:
         line = exc.lineno
         msg = exc.msg or str(exc)
