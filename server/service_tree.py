@@ -155,6 +155,12 @@ class TreeService:
                                   "retry later") from exc
             if not validation.ok:
                 err = validation.error
+                if err is not None and err.error_class == "InfraError":  # ours: the task is not to blame
+                    raise Unavailable(self.scrub(f"the server could not validate the task: {err.message}; "
+                                                 "retry later"))
+                if err is not None and err.error_class == "TaskTooLarge":
+                    raise InvalidRequest(self.scrub(f"task too large for this server: {err.message}. Make its "
+                                                    "inputs or outputs smaller, or register it on a larger device"))
                 detail = f"{err.error_class}: {err.message}" + (f" (line {err.line})" if err.line else "") if err else ""
                 raise InvalidRequest(self.scrub(f"bad task: the reference does not run: {detail}. Fix the module "
                                                 "and register again"))

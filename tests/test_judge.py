@@ -235,3 +235,21 @@ def test_the_timing_of_a_task_reserves_more_than_its_reference_and_a_candidate_m
     peak = 4 << 30
     ref, timing = memory.estimate(peak, candidate=False), memory.estimate(peak, candidate=False, timing=True)
     assert peak < ref < timing < memory.estimate(peak, candidate=True, timing=True)
+
+
+def test_registering_a_task_too_large_for_the_device_says_so_and_does_not_call_the_task_broken(tmp_path):
+    from adaexplore.server.app import build_server
+    from adaexplore.server.config import ServerConfig
+    from adaexplore.server.errors import InvalidRequest
+
+    with Evaluator(work_dir=tmp_path / "ev", judge_budget_bytes=8 << 20) as ev:
+        _, svc = build_server(ServerConfig(data_dir=tmp_path / "data", seed=0), evaluator=ev)
+        try:
+            with pytest.raises(InvalidRequest) as caught:
+                svc.tasks.register_task(source=big_task(3, 1 << 20).source, path=None, name="big", search=None,
+                                        protocol=None, caller="t")
+        finally:
+            svc.close()
+        message = str(caught.value)
+        assert message.startswith("task too large for this server:") and "more than the judge's budget" in message
+        assert "bad task" not in message
