@@ -46,7 +46,7 @@ log = logging.getLogger("adaexplore.evaluator")
 NO_GPU_NOTE = "no CUDA device: correctness ran through Triton's interpreter on the CPU; timing skipped"
 CONTEXT_BYTES = 1 << 30  # a worker's CUDA context and workspaces, beyond what its tensors take
 REFERENCE_MIN_TIMEOUT_S = 300.0
-JUDGE_WAIT_S = 1800.0
+JUDGE_WAIT_S = 120.0
 REFERENCE_CACHE_SIZE = 256  # tasks whose reference facts stay here (their outputs are in the judge)
 RESULTS_KEPT = 4096  # results of identical submissions answered without running them again
 
@@ -207,7 +207,8 @@ class Evaluator:
             kind = head.get("kind")
             if reference and kind in (Kind.trial, Kind.inputs, Kind.repeat, Kind.check):
                 slot = f"trial:{int(head.get('trial', 0))}" if kind == Kind.trial else str(kind)
-                return self.judge.receiver(key, slot, "store", metas, in_use=self._in_use.keys_held())
+                in_use = [] if job.get("evict_in_use") else self._in_use.keys_held()
+                return self.judge.receiver(key, slot, "store", metas, in_use=in_use)
             if candidate and kind == Kind.trial:
                 trial = int(head.get("trial", 0))
                 return self.judge.receiver(key, f"trial:{trial}", "compare", metas, tolerance, trial)
@@ -378,18 +379,20 @@ class Evaluator:
 
     def _run_reference(self, task: Task, protocol: EvalProtocol, key: str) -> Reference:
         """The reference job, run again while the judge has no room beside the references of
-        tasks in use (it waits for one of them to end, at most JUDGE_WAIT_S in all)."""
+        tasks in use: it waits for one of them to end, and after JUDGE_WAIT_S it may evict them
+        (their evaluations measure their reference again), so a busy task never starves another."""
         deadline = time.monotonic() + JUDGE_WAIT_S
         while True:
+            late = time.monotonic() > deadline
             # Its outputs stream to the judge beside every other job's: a slow stream is the
             # machine's load, so the reference gets at least REFERENCE_MIN_TIMEOUT_S.
-            res = self._run_shared(self._job(Job.reference, task, protocol, check_run=self.timed),
-                                   max(protocol.timeout_s, REFERENCE_MIN_TIMEOUT_S))
+            res = self._run_shared(self._job(Job.reference, task, protocol, check_run=self.timed,
+                                             evict_in_use=late), max(protocol.timeout_s, REFERENCE_MIN_TIMEOUT_S))
             ref = Reference.from_report(res)
             if ref.phases:
                 self._trace({"kind": "reference phases"}, **ref.phases)
             busy = ref.error is not None and ref.error.message.startswith(JUDGE_BUSY)
-            if not busy or time.monotonic() > deadline:
+            if not busy or late:
                 return ref
             self.judge.drop(key)
             log.info("no room in the judge for %s beside the references in use; waiting", task.name)

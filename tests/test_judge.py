@@ -253,3 +253,19 @@ def test_registering_a_task_too_large_for_the_device_says_so_and_does_not_call_t
         message = str(caught.value)
         assert message.startswith("task too large for this server:") and "more than the judge's budget" in message
         assert "bad task" not in message
+
+
+def test_a_reference_waits_for_room_beside_tasks_in_use_and_in_the_end_may_evict_them(tmp_path, monkeypatch):
+    import adaexplore.evaluator.service as service
+
+    monkeypatch.setattr(service, "JUDGE_WAIT_S", 1.0)
+    with Evaluator(work_dir=tmp_path, judge_budget_bytes=9 << 20, trace=True) as ev:
+        first, second = big_task(2, 1 << 18), big_task(3, 1 << 18)
+        assert ev.validate_task(first).ok
+        used = ev.judge.stats()["used_bytes"]
+        assert used <= 9 << 20 < 2 * used  # one fits, two do not
+        with ev._in_use.hold(ev.judge_key(first, first.protocol)):  # work on the first is in flight
+            assert ev.validate_task(second).ok
+        runs = [t for t in ev.trace if t["kind"] == "reference"]
+        assert len(runs) == 3  # the first; the second turned away, then let in once the wait was over
+        assert ev.judge.stats()["keys"] == [ev.judge_key(second, second.protocol)]
