@@ -21,26 +21,9 @@ import json
 import sys
 from pathlib import Path
 
-PASS_THROUGH = '''
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import triton
-import triton.language as tl
-
-
-@triton.jit
-def _copy(src, dst, n, BLOCK: tl.constexpr):
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    mask = offs < n
-    tl.store(dst + offs, tl.load(src + offs, mask=mask), mask=mask)
-
-
-class ModelNew(Model):
-    def forward(self, x):
-        y = super().forward(x).contiguous()
-        out = torch.empty_like(y)
-        _copy[(triton.cdiv(y.numel(), 1024),)](y, out, y.numel(), BLOCK=1024)
-        return out
-'''
+from kernelbench_suite import PASS_THROUGH  # noqa: E402  (the task's forward, outputs copied by Triton)
 
 # Linear by cuBLAS, then bias, subtract, multiply and ReLU in one Triton pass.
 CUBLAS_AND_EPILOGUE = '''

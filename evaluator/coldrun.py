@@ -36,6 +36,7 @@ class Collector:
 
     def __init__(self) -> None:
         self.messages: list[tuple[dict, list]] = []
+        self.send_s = 0.0  # as the Reporter's; nothing travels, so nothing is counted
 
     def send(self, header: dict, tensors=None) -> None:
         self.messages.append((header, [t.detach().to("cpu").contiguous().clone() for t in tensors or []]))

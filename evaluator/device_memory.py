@@ -47,7 +47,7 @@ class DeviceMemory:
     def reserve(self, nbytes: int) -> Iterator[None]:
         """Hold `nbytes` of the device for the duration (at most the whole device; `ALONE`: all of it)."""
         capacity = self.capacity
-        if capacity is None or nbytes == 0 or nbytes < ALONE:
+        if capacity is None or (nbytes <= 0 and nbytes != ALONE):  # nothing to hold
             yield
             return
         alone = nbytes == ALONE or nbytes >= capacity

@@ -29,6 +29,7 @@ class Reference:
     """
 
     outputs: list[list[torch.Tensor]] = field(default_factory=list)
+    judge_busy: bool = False  # the judge turned its outputs away for want of room (ours; try again)
     phases: dict[str, float] = field(default_factory=dict)  # the reference job's own seconds, by phase
     output_metas: list[dict] = field(default_factory=list)  # {"shape", "dtype"} of each output
     judge_key: str | None = None
@@ -62,6 +63,7 @@ class Reference:
         for head, tensors in res.messages:
             kind = head.get("kind")
             if kind in (Kind.trial, Kind.inputs, Kind.repeat, Kind.check) and tensors and isinstance(tensors[0], dict):
+                ref.judge_busy = ref.judge_busy or bool(tensors[0].get("busy"))
                 ref.error = ref.error or _store_failure(tensors[0])
                 if kind == Kind.trial and not ref.output_metas:
                     ref.output_metas = [dict(m) for m in head.get("tensors", [])]
@@ -93,15 +95,13 @@ class Reference:
         return ref
 
 
-JUDGE_BUSY = "the judge had no room beside the references in use"
-
-
 def _store_failure(answer: dict) -> ErrorInfo | None:
     """Why the judge did not keep a reference output, or None if it did."""
     if answer.get("stored"):
         return None
     if answer.get("busy"):
-        return ErrorInfo(error_class="InfraError", message=JUDGE_BUSY + ": " + str(answer.get("error", ""))[:300])
+        return ErrorInfo(error_class="InfraError", message="the judge had no room beside the references in use: "
+                         + str(answer.get("error", ""))[:300])
     if answer.get("too_large"):
         return ErrorInfo(error_class="TaskTooLarge", message=str(answer.get("error", ""))[:400]
                          + ": this task's outputs cannot be held for comparison on this machine")

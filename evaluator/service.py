@@ -22,7 +22,7 @@ from . import lint
 from .baselines import BASELINES, BaselineKey, Baselines, BaselineStore
 from .device_memory import ALONE, DeviceMemory
 from .judge.client import JudgeClient, JudgeError, KeysInUse
-from .reference import JUDGE_BUSY, Reference
+from .reference import Reference
 from .results import ErrorInfo, EvalProtocol, EvalResult, Status, TaskFlag, TaskValidation, TimingStats
 from .sandbox import confine
 from .sandbox.frames import Discard
@@ -391,8 +391,7 @@ class Evaluator:
             ref = Reference.from_report(res)
             if ref.phases:
                 self._trace({"kind": "reference phases"}, **ref.phases)
-            busy = ref.error is not None and ref.error.message.startswith(JUDGE_BUSY)
-            if not busy or late:
+            if not ref.judge_busy or late:
                 return ref
             self.judge.drop(key)
             log.info("no room in the judge for %s beside the references in use; waiting", task.name)

@@ -1,12 +1,14 @@
 """Databases made by the release before schema migrations open with this one, and keep their data.
 
 The release before keyed nothing on `PRAGMA user_version`: it wrote a `schema_version` row that it never
-read (server) and a `schema` row in `skill_meta` (skill memory). The tables below are that release's,
-word for word; each test builds such a file, fills it as that release did, and opens it with this one.
+read (server) and a `schema` row in `skill_meta` (skill memory). That release's tables, word for word,
+are kept as data in fixtures/previous_release/; each test builds such a file, fills it as that release
+did, and opens it with this one.
 """
 
 import sqlite3
 import time
+from pathlib import Path
 
 import pytest
 
@@ -17,124 +19,9 @@ from adaexplore.server.store import Store, root_id
 from adaexplore.skills.store import SCHEMA as SKILLS_SCHEMA
 from adaexplore.skills.store import MemoryStore
 
-PREVIOUS_SERVER_TABLES = """
-CREATE TABLE IF NOT EXISTS server_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-
-CREATE TABLE IF NOT EXISTS tasks (
-    id TEXT PRIMARY KEY,
-    name TEXT NOT NULL,
-    source TEXT NOT NULL,
-    validation BLOB,
-    flags BLOB,
-    params BLOB,
-    protocol BLOB,
-    created_by TEXT NOT NULL,
-    created_at REAL NOT NULL,
-    version INTEGER NOT NULL DEFAULT 0,
-    synthetic INTEGER NOT NULL DEFAULT 0
-);
-
-CREATE TABLE IF NOT EXISTS nodes (
-    id TEXT PRIMARY KEY,
-    task_id TEXT NOT NULL REFERENCES tasks(id),
-    parent_id TEXT,
-    seq INTEGER NOT NULL,
-    action TEXT NOT NULL,
-    source TEXT NOT NULL,
-    source_hash TEXT NOT NULL,
-    status TEXT,
-    result BLOB,
-    feedback TEXT,
-    speedup REAL,
-    reward REAL,
-    created_by TEXT NOT NULL,
-    created_at REAL NOT NULL,
-    evaluated_at REAL,
-    expansion_id TEXT,
-    version INTEGER NOT NULL DEFAULT 0,
-    UNIQUE (task_id, seq)
-);
-CREATE INDEX IF NOT EXISTS nodes_task_hash ON nodes (task_id, source_hash);
-CREATE INDEX IF NOT EXISTS nodes_task_version ON nodes (task_id, version);
-CREATE INDEX IF NOT EXISTS nodes_pending ON nodes (status) WHERE status IS NULL;
-
-CREATE TABLE IF NOT EXISTS evaluations (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    node_id TEXT NOT NULL,
-    task_id TEXT NOT NULL,
-    host TEXT NOT NULL,
-    pid INTEGER NOT NULL,
-    started_at REAL NOT NULL,
-    finished_at REAL,
-    status TEXT,
-    owner TEXT,
-    lease_expires REAL
-);
-CREATE INDEX IF NOT EXISTS evaluations_node ON evaluations (node_id);
-
-CREATE TABLE IF NOT EXISTS expansions (
-    id TEXT PRIMARY KEY,
-    task_id TEXT NOT NULL,
-    node_id TEXT NOT NULL,
-    action TEXT NOT NULL,
-    created_by TEXT NOT NULL,
-    created_at REAL NOT NULL,
-    expires_at REAL NOT NULL,
-    consumed INTEGER NOT NULL DEFAULT 0,
-    result_node_id TEXT
-);
-CREATE INDEX IF NOT EXISTS expansions_open ON expansions (task_id, consumed, expires_at);
-
-CREATE TABLE IF NOT EXISTS profiles (
-    node_id TEXT PRIMARY KEY,
-    device TEXT NOT NULL,
-    triton_share REAL,
-    report TEXT NOT NULL,
-    created_at REAL NOT NULL
-);
-
-CREATE TABLE IF NOT EXISTS tokens (
-    name TEXT PRIMARY KEY,
-    hash TEXT NOT NULL UNIQUE,
-    scopes TEXT NOT NULL,
-    created_at REAL NOT NULL,
-    revoked INTEGER NOT NULL DEFAULT 0
-);
-"""
-
-PREVIOUS_SKILL_TABLES = """
-CREATE TABLE IF NOT EXISTS skill_rules (
-    id TEXT PRIMARY KEY, text TEXT NOT NULL, construct TEXT, created REAL NOT NULL,
-    retired INTEGER NOT NULL DEFAULT 0, retired_by TEXT, edited_by TEXT, pinned INTEGER NOT NULL DEFAULT 0,
-    merged_into TEXT);
-CREATE TABLE IF NOT EXISTS skill_evidence (
-    id INTEGER PRIMARY KEY AUTOINCREMENT, rule_id TEXT NOT NULL, task_id TEXT NOT NULL DEFAULT '',
-    node_id TEXT NOT NULL DEFAULT '', who TEXT NOT NULL, text TEXT NOT NULL, text_key TEXT NOT NULL,
-    error_excerpt TEXT, first_seen REAL NOT NULL, last_seen REAL NOT NULL,
-    UNIQUE (rule_id, task_id, node_id, who, text_key));
-CREATE INDEX IF NOT EXISTS skill_evidence_rule ON skill_evidence (rule_id);
-CREATE TABLE IF NOT EXISTS skill_rule_signatures (
-    rule_id TEXT NOT NULL, signature TEXT NOT NULL, PRIMARY KEY (rule_id, signature));
-CREATE INDEX IF NOT EXISTS skill_rule_signatures_sig ON skill_rule_signatures (signature);
-CREATE TABLE IF NOT EXISTS skill_experiences (
-    id TEXT PRIMARY KEY, task_id TEXT NOT NULL, node_id TEXT, status TEXT NOT NULL, error_class TEXT NOT NULL,
-    message TEXT NOT NULL, normalized TEXT NOT NULL, signature TEXT NOT NULL, construct TEXT, who TEXT NOT NULL,
-    created REAL NOT NULL, rule_id TEXT);
-CREATE INDEX IF NOT EXISTS skill_experiences_sig ON skill_experiences (signature);
-CREATE INDEX IF NOT EXISTS skill_experiences_node ON skill_experiences (node_id);
-CREATE TABLE IF NOT EXISTS skill_meta (k TEXT PRIMARY KEY, v INTEGER NOT NULL);
-INSERT OR IGNORE INTO skill_meta (k, v) VALUES ('version', 0);
-CREATE TABLE IF NOT EXISTS skill_rule_aliases (old_id TEXT PRIMARY KEY, rule_id TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS skill_contradictions (
-    rule_id TEXT NOT NULL, source_hash TEXT NOT NULL, task_id TEXT, node_id TEXT, seen REAL NOT NULL,
-    PRIMARY KEY (rule_id, source_hash));
-CREATE TABLE IF NOT EXISTS skill_rule_keys (rule_id TEXT NOT NULL, key TEXT NOT NULL, PRIMARY KEY (rule_id, key));
-CREATE INDEX IF NOT EXISTS skill_rule_keys_key ON skill_rule_keys (key);
-CREATE TABLE IF NOT EXISTS skill_merges (
-    id TEXT PRIMARY KEY, into_id TEXT NOT NULL, members TEXT NOT NULL, who TEXT NOT NULL, reason TEXT NOT NULL,
-    created REAL NOT NULL, undone REAL, undone_by TEXT);
-CREATE INDEX IF NOT EXISTS skill_merges_into ON skill_merges (into_id);
-"""
+PREVIOUS = Path(__file__).resolve().parent / "fixtures" / "previous_release"
+PREVIOUS_SERVER_TABLES = (PREVIOUS / "server.sql").read_text()
+PREVIOUS_SKILL_TABLES = (PREVIOUS / "skills.sql").read_text()
 
 RULE = "tl.float32 is a dtype, not a function: use x.to(tl.float32), not tl.float32(x)"
 

@@ -12,6 +12,7 @@ import importlib.util
 import linecache
 import os
 import sys
+import time
 import traceback
 import types
 from typing import Any
@@ -39,8 +40,16 @@ class Reporter:
         self.fd = fd
         self.nonce = nonce
         self.gate = gate
+        self.send_s = 0.0  # time spent sending (outputs leave at the pace the evaluator reads them)
 
     def send(self, header: dict, tensors: list[torch.Tensor] | None = None) -> None:
+        started = time.perf_counter()
+        try:
+            self._send(header, tensors)
+        finally:
+            self.send_s += time.perf_counter() - started
+
+    def _send(self, header: dict, tensors: list[torch.Tensor] | None) -> None:
         if self.nonce is not None:
             header = {**header, "nonce": self.nonce}
         metas, blobs = [], []
