@@ -68,6 +68,10 @@ case "${1:-tests}" in
       | tee "$out/pytest_gpu.txt" | tail -15
     timeout 400 python3 benchmarks/kernelbench_suite.py --problems .kb --jsonl "$out/kb.jsonl" \
       --markdown "$out/kb.md" "$@" 2> "$out/kb.log"; cat "$out/kb.md"; tail -25 "$out/kb.log" ;;
+  agent-view)  # the GPU-mode tests of what the agent sees: hints checked on the GPU, the profile tool, inputs on the GPU
+    timeout 240 python3 -m pytest -q -p no:cacheprovider -rfs --tb=short tests/test_lint_hints.py \
+      tests/test_server_profile.py tests/test_timing_protocol.py -k "not many_timed" 2>&1 \
+      | tee "$out/pytest_agent_view.txt" | tail -15 ;;
   vs-field)  # our evaluator against the field's harness (arguments: vs_field.py options, e.g. --shape first)
     shift
     timeout 585 python3 benchmarks/vs_field.py --problems .kb --json-out "$out/vs_field.json" \

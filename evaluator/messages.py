@@ -76,3 +76,9 @@ class FinishedReply(TypedDict, total=False):
     elapsed_s: float
     output_tail: str
     infra: str
+
+
+def output_checked(job: dict[str, Any]) -> bool:
+    """Whether a timing job's check-run output is compared with the reference's: a candidate's
+    or a compiled reference's is; the eager reference's timing run is not, so it is not sent."""
+    return bool(job.get("candidate_source") or job.get("compile"))

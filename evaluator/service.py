@@ -22,6 +22,7 @@ from . import lint
 from .baselines import BASELINES, BaselineKey, Baselines, BaselineStore
 from .device_memory import ALONE, DeviceMemory
 from .judge.client import JudgeClient, JudgeError, KeysInUse
+from .messages import output_checked
 from .reference import Reference
 from .results import ErrorInfo, EvalProtocol, EvalResult, Status, TaskFlag, TaskValidation, TimingStats
 from .sandbox import confine
@@ -201,7 +202,7 @@ class Evaluator:
         (and a compiled reference's) to the judge for comparison, a baseline's timing run nowhere."""
         key, tolerance = job["judge_key"], job["protocol"].get("tolerance")
         reference, candidate = job["kind"] == Job.reference, bool(job.get("candidate_source"))
-        checked = candidate or bool(job.get("compile"))  # a compiled reference is checked like a kernel
+        checked = output_checked(job)  # a compiled reference is checked like a kernel
 
         def sink(head: dict, metas: list):
             kind = head.get("kind")

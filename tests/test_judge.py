@@ -69,6 +69,9 @@ def test_a_task_whose_outputs_exceed_the_budget_is_refused_with_what_it_needs(tm
         assert not validation.ok
         assert validation.error.error_class == "TaskTooLarge"
         assert "more than the judge's budget" in validation.error.message
+        # Refused before its bytes came: what was relayed is what the judge took before it said no
+        # (at most its budget), not the 28 MB the reference job sent.
+        assert ev.judge.relay["bytes"] <= 8 << 20
 
 
 def test_an_evicted_reference_is_measured_again_and_the_verdict_is_unchanged(tmp_path):

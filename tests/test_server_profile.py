@@ -51,9 +51,14 @@ def test_only_a_correct_node_can_be_profiled_and_the_error_says_what_to_do(serve
         svc.search.profile("nope-1")
 
 
+@pytest.mark.skipif(HAS_CUDA, reason="a GPU server profiles correct kernels, so the share is known at once")
+def test_a_cpu_server_shows_no_triton_share(server):
+    svc, tid, _ = server
+    assert all(c.triton_share is None for c in svc.tasks.best_candidates(tid, 5, False).candidates)
+
+
 def test_best_candidates_show_the_triton_share_once_known(server):
     svc, tid, ids = server
-    assert all(c.triton_share is None for c in svc.tasks.best_candidates(tid, 5, False).candidates)
     svc.store.save_profile(ids["good"], "cuda:0", 0.93, {"note": "as a GPU profile would leave it"})
     shares = {c.node_id: c.triton_share for c in svc.tasks.best_candidates(tid, 5, False).candidates}
     assert shares[ids["good"]] == 0.93

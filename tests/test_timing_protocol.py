@@ -426,3 +426,39 @@ def test_the_autotuned_config_that_was_timed_is_reported(tmp_path):
     assert result.status is Status.correct, result.feedback()
     assert len(result.autotune_configs) == 1 and "num_warps: 4" in result.autotune_configs[0]
     assert "autotune chose: " in result.feedback()
+
+
+class _Task:
+    """A task module's get_inputs, as the harness sees it."""
+
+    def __init__(self, get_inputs):
+        self.get_inputs = get_inputs
+
+
+@gpu
+def test_inputs_are_made_on_the_gpu_and_are_the_same_for_the_same_seed():
+    import torch
+
+    task = _Task(lambda: [torch.rand(1000, 1000), 3])
+    first = harness.make_inputs(task, 5, torch.device("cuda"))
+    again = harness.make_inputs(task, 5, torch.device("cuda"))
+    other = harness.make_inputs(task, 6, torch.device("cuda"))
+    assert first[0].is_cuda and first[1] == 3
+    assert torch.equal(first[0], again[0]) and not torch.equal(first[0], other[0])
+
+
+@gpu
+def test_a_get_inputs_that_cannot_run_on_the_gpu_runs_on_the_cpu_and_is_moved():
+    import torch
+
+    task = _Task(lambda: [torch.from_numpy(torch.rand(8, 8).numpy())])  # NumPy cannot hold a GPU tensor
+    inputs = harness.make_inputs(task, 5, torch.device("cuda"))
+    assert inputs[0].is_cuda and torch.equal(inputs[0].cpu(), harness.make_inputs(task, 5, torch.device("cpu"))[0])
+
+
+def test_inputs_on_the_cpu_follow_the_seed():
+    import torch
+
+    task = _Task(lambda: [torch.rand(4)])
+    assert torch.equal(harness.make_inputs(task, 1, torch.device("cpu"))[0],
+                       harness.make_inputs(task, 1, torch.device("cpu"))[0])

@@ -1,9 +1,12 @@
 """The trusted parent's decoding and comparison: hostile bytes never crash it or pass."""
 
 import math
+import os
+import threading
 
 import pytest
 import torch
+from conftest import gpu
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -67,3 +70,39 @@ def test_trimmed_statistics():
     samples = [1.0] * 90 + [100.0] * 5 + [0.01] * 5
     stats = summarize(samples, 0.05)
     assert stats.runs == 90 and stats.mean_ms == 1.0 and stats.median_ms == 1.0 and stats.min_ms == 0.01
+
+
+def _read_back(tensors):
+    """What a reader gets from `write_tensors` over a real pipe."""
+    r, w = os.pipe()
+
+    def write() -> None:
+        wire.write_tensors(w, {"kind": "trial"}, tensors)
+        os.close(w)
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    with os.fdopen(r, "rb") as stream:
+        head, blobs = next(wire.read_messages(stream))
+    writer.join()
+    return head, [wire.decode_tensor(m, b) for m, b in zip(head["tensors"], blobs)]
+
+
+def test_tensors_written_piece_by_piece_read_back_exactly_whatever_their_layout_and_dtype():
+    big = torch.rand(3 * (1 << 20) + 7)
+    sent = [big, torch.arange(12).reshape(3, 4).t(), torch.tensor([True, False]), torch.empty(0, 5),
+            torch.tensor(2.5, dtype=torch.float16), torch.zeros(4, dtype=torch.uint16)]
+    head, got = _read_back(sent)
+    assert head["kind"] == "trial" and len(got) == len(sent)
+    assert torch.equal(got[0], big) and torch.equal(got[1], sent[1].contiguous())
+    assert torch.equal(got[2], sent[2]) and got[3].shape == (0, 5) and got[4].item() == 2.5
+    assert got[5].dtype == torch.float32 and torch.equal(got[5], torch.zeros(4))  # a dtype that may not travel
+
+
+@gpu
+def test_gpu_tensors_larger_than_the_staging_buffer_arrive_whole(monkeypatch):
+    monkeypatch.setattr(wire, "STAGING_BYTES", 1 << 20)
+    monkeypatch.setattr(wire, "_staging", [])
+    x = torch.rand(5 * (1 << 18) + 3, device="cuda")  # 5 MB and a bit: six pieces of the buffer
+    _, got = _read_back([x, x[::2]])
+    assert torch.equal(got[0], x.cpu()) and torch.equal(got[1], x[::2].cpu())

@@ -59,6 +59,23 @@ class Receiver:
             self.client.send({"op": JudgeOp.abort, "req": self.req})
 
 
+class Refused:
+    """A frame the judge turned away before its bytes came (no room, too large): they are
+    dropped here rather than relayed, and the refusal is the frame's answer."""
+
+    def __init__(self, answer: dict) -> None:
+        self.answer = answer
+
+    def write(self, index: int, offset: int, data) -> None:
+        pass
+
+    def close(self) -> dict:
+        return self.answer
+
+    def abort(self) -> None:
+        pass
+
+
 class JudgeClient:
     def __init__(self, device: str, budget_bytes: int, visible_devices: str | None = None,
                  work_dir: str | None = None) -> None:
@@ -182,10 +199,18 @@ class JudgeClient:
         return f"r{next(self._ids)}"
 
     def receiver(self, key: str, slot: str, mode: str, metas: list[dict], tolerance: dict | None = None,
-                 trial: int = 0, in_use: list[str] | None = None) -> Receiver:
+                 trial: int = 0, in_use: list[str] | None = None) -> Receiver | Refused:
+        """Where one frame's tensors go. A store is answered before any byte moves, so a
+        reference the judge cannot keep costs no relaying; a comparison streams at once."""
         req = self.new_id()
-        self.send({"op": JudgeOp.begin, "req": req, "key": key, "slot": slot, "mode": mode, "metas": metas,
-                   "in_use": in_use or []})
+        begin = {"op": JudgeOp.begin, "req": req, "key": key, "slot": slot, "mode": mode, "metas": metas,
+                 "in_use": in_use or []}
+        if mode == "store":
+            answer = self.request(begin, req=req)
+            if not answer.get("accepted"):
+                return Refused(answer)
+        else:
+            self.send(begin)
         return Receiver(self, req, {"tolerance": tolerance or {}, "trial": trial})
 
     def flags(self, key: str, tolerance: dict) -> list[dict]:

@@ -8,7 +8,8 @@ bytes themselves come from candidates.
 
 Messages (framed by `sandbox.wire`), all with a request id `req`:
 - begin {key, slot, mode: store|compare, metas, in_use}: outputs of one frame are coming; a
-  store never evicts references of keys `in_use`, and answers {busy} when it cannot fit beside them;
+  store never evicts references of keys `in_use`; it is answered at once, {accepted}, or
+  {busy} when it cannot fit beside them, or {error, too_large} (then no bytes follow);
 - chunk {index, offset} + bytes: a piece of output `index`;
 - end {tolerance, trial}: the frame is complete; the answer is {stored} or {verdict};
 - flags {key, tolerance}: the task flags that need the reference's outputs (degenerate task,
@@ -78,6 +79,11 @@ class Judge:
         try:
             if op == JudgeOp.begin:
                 self.begin(req, head)
+                if head.get("mode") == "store":  # answered at once: a refused store sends no bytes
+                    failure = self.pending[req].failure
+                    self.reply({"req": req, **(failure or {"accepted": True})})
+                    if failure is not None:
+                        self.pending.pop(req, None)
             elif op == JudgeOp.chunk:
                 self.chunk(req, head, blobs)
             elif op == JudgeOp.end:

@@ -32,20 +32,26 @@ class WireError(ValueError):
     """A message did not decode: the sender is broken or hostile."""
 
 
-def _frame_parts(obj: dict, blobs: list | None = None) -> list:
-    """One message, in pieces: the length prefix and JSON header, then the raw blobs, then padding.
+def _frame_ends(obj: dict, sizes: list[int]) -> tuple[bytes, bytes]:
+    """What goes before and after a message's blobs of these sizes: the length prefix and JSON
+    header, and the padding.
 
     Padding (spaces after the header, zeros after the last blob; both ignored by :func:`unpack`)
     keeps every frame and its first blob at a multiple of ALIGN bytes in the stream, so the
     reader can use tensors in its receive buffer in place.
     """
-    blobs = [memoryview(b).cast("B") for b in blobs or []]
-    head = orjson.dumps({"h": obj, "n": [len(b) for b in blobs]})
+    head = orjson.dumps({"h": obj, "n": sizes})
     head += b" " * (-(2 * _LEN.size + len(head)) % ALIGN)
-    data = sum(len(b) for b in blobs)
+    data = sum(sizes)
     tail = -data % ALIGN
-    prefix = _LEN.pack(_LEN.size + len(head) + data + tail) + _LEN.pack(len(head)) + head
-    return [prefix, *blobs, bytes(tail)]
+    return _LEN.pack(_LEN.size + len(head) + data + tail) + _LEN.pack(len(head)) + head, bytes(tail)
+
+
+def _frame_parts(obj: dict, blobs: list | None = None) -> list:
+    """One message, in pieces: prefix and header, the raw blobs, padding."""
+    blobs = [memoryview(b).cast("B") for b in blobs or []]
+    prefix, tail = _frame_ends(obj, [len(b) for b in blobs])
+    return [prefix, *blobs, tail]
 
 
 def pack(obj: dict, blobs: list | None = None) -> bytes:
@@ -104,7 +110,7 @@ def split_frames(buf) -> tuple[list, bool]:
     return frames, False
 
 
-def write_frame(fd: int, data: bytes) -> None:
+def write_frame(fd: int, data: bytes | memoryview) -> None:
     """Write all of `data` (already framed by :func:`pack`) to a file descriptor."""
     view = memoryview(data)
     while view:
@@ -148,18 +154,63 @@ def read_messages(stream):
 
 # --- tensors -------------------------------------------------------------------------
 
-def encode_tensor(t) -> tuple[dict, bytes | memoryview]:
-    """Describe a tensor and copy its bytes (moved to CPU, made contiguous)."""
+def _sendable(t) -> tuple[dict, Any]:
+    """A tensor's description and its bytes as a flat uint8 tensor where it lies (None if empty):
+    detached, contiguous, of a dtype that may travel (others go as float32)."""
     import torch
 
-    c = t.detach().to("cpu").contiguous()
+    c = t.detach()
     dtype = str(c.dtype).removeprefix("torch.")
     if dtype not in DTYPES:
         c = c.to(torch.float32)
         dtype = "float32"
+    c = c.contiguous()
+    return {"dtype": dtype, "shape": list(c.shape)}, (c.reshape(-1).view(torch.uint8) if c.numel() else None)
+
+
+def encode_tensor(t) -> tuple[dict, bytes | memoryview]:
+    """Describe a tensor and copy its bytes (moved to CPU, made contiguous)."""
+    meta, flat = _sendable(t)
     # A view of the tensor's own memory (the array keeps it alive): large outputs are not copied.
-    raw = memoryview(c.reshape(-1).view(torch.uint8).numpy()) if c.numel() else b""
-    return {"dtype": dtype, "shape": list(c.shape)}, raw
+    return meta, (memoryview(flat.to("cpu").numpy()) if flat is not None else b"")
+
+
+STAGING_BYTES = 32 << 20
+_staging: list = []  # this process's pinned host buffer for GPU tensors, made on first use
+
+
+def _staging_buffer():
+    import torch
+
+    if not _staging:
+        try:  # pinned: copies from the GPU run at full speed and touch no fresh pages
+            _staging.append(torch.empty(STAGING_BYTES, dtype=torch.uint8, pin_memory=True))
+        except RuntimeError:
+            _staging.append(torch.empty(STAGING_BYTES, dtype=torch.uint8))
+    return _staging[0]
+
+
+def write_tensors(fd: int, obj: dict, tensors: list) -> None:
+    """Write one message carrying tensors. A GPU tensor's bytes pass through one small pinned
+    buffer, piece by piece: a gigabyte output is never copied whole into host memory, which
+    (fresh pages, a pageable copy) cost more than the pipe itself."""
+    described = [_sendable(t) for t in tensors]
+    if described:
+        obj = {**obj, "tensors": [meta for meta, _ in described]}
+    flats = [flat for _, flat in described if flat is not None]
+    prefix, tail = _frame_ends(obj, [flat.numel() if flat is not None else 0 for _, flat in described])
+    write_frame(fd, prefix)
+    for flat in flats:
+        if flat.device.type == "cpu":
+            write_frame(fd, memoryview(flat.numpy()))
+            continue
+        staging = _staging_buffer()
+        for start in range(0, flat.numel(), staging.numel()):
+            n = min(staging.numel(), flat.numel() - start)
+            staging[:n].copy_(flat[start:start + n])
+            write_frame(fd, memoryview(staging[:n].numpy()))
+    if tail:
+        write_frame(fd, tail)
 
 
 def check_meta(meta, nbytes: int) -> None:

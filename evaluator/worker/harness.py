@@ -52,14 +52,7 @@ class Reporter:
     def _send(self, header: dict, tensors: list[torch.Tensor] | None) -> None:
         if self.nonce is not None:
             header = {**header, "nonce": self.nonce}
-        metas, blobs = [], []
-        for t in tensors or []:
-            meta, raw = wire.encode_tensor(t)
-            metas.append(meta)
-            blobs.append(raw)
-        if metas:
-            header = {**header, "tensors": metas}
-        wire.write_message(self.fd, header, blobs)
+        wire.write_tensors(self.fd, header, list(tensors or []))
 
     def wait_for_gpu(self) -> None:
         if self.gate is None:
@@ -127,8 +120,25 @@ def autotuners(module: types.ModuleType) -> list:
 
 
 def make_inputs(task: types.ModuleType, seed: int, device: torch.device) -> list:
-    torch.manual_seed(seed)
-    raw = list(task.get_inputs())
+    """The task's inputs for one seed, on `device`.
+
+    On a GPU, `get_inputs` runs with the GPU as the default device: its generator makes a
+    gigabyte of random inputs in milliseconds where the CPU's takes seconds, which dominated
+    registering large tasks. The values differ from a CPU-made draw but are the same in every
+    process (same seed, same generator), which is all a comparison needs. A `get_inputs` that
+    cannot run there runs on the CPU, and its inputs are moved.
+    """
+    raw: list | None = None
+    if device.type == "cuda":
+        torch.manual_seed(seed)
+        try:
+            with torch.device(device):
+                raw = list(task.get_inputs())
+        except Exception:  # noqa: BLE001 - e.g. a get_inputs that goes through NumPy
+            raw = None
+    if raw is None:
+        torch.manual_seed(seed)
+        raw = list(task.get_inputs())
     return [x.to(device) if isinstance(x, torch.Tensor) else x for x in raw]
 
 

@@ -11,6 +11,7 @@ import time
 import torch
 
 from ...common.vocab import Kind
+from ..messages import output_checked
 from ..results import EvalProtocol, Status
 from . import guards, harness, timing
 from .harness import Reporter
@@ -310,7 +311,7 @@ def _time(job, rep, model, task, protocol: EvalProtocol, device, flag_guard: gua
     last = run(harness.CHECK_RUN)
     sync()
     reset = flag_guard.restore() if flag_guard else []
-    outputs = [o for o in harness.as_outputs(last) if isinstance(o, torch.Tensor)]
+    outputs = [o for o in harness.as_outputs(last) if isinstance(o, torch.Tensor)] if output_checked(job) else []
     rep.send({"kind": Kind.timing, "event_ms": measured.event_ms, "drain_ms": measured.drain_ms,
               "flush_ms": measured.flush_ms,
               "method": "cuda_events" if device.type == "cuda" else "host_clock",
