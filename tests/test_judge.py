@@ -272,3 +272,48 @@ def test_a_reference_waits_for_room_beside_tasks_in_use_and_in_the_end_may_evict
         runs = [t for t in ev.trace if t["kind"] == "reference"]
         assert len(runs) == 3  # the first; the second turned away, then let in once the wait was over
         assert ev.judge.stats()["keys"] == [ev.judge_key(second, second.protocol)]
+
+
+def _judge_end_of(client):
+    """A stand-in judge socket for a JudgeClient: what it is sent can be read back."""
+    import socket
+
+    ours, theirs = socket.socketpair()
+    client._sock = ours
+    client._ready.set()
+    return theirs
+
+
+def test_bytes_buffered_in_a_workers_pipe_go_to_the_judge_intact_and_untouched_by_this_process():
+    from adaexplore.evaluator.judge import client as judge_client
+    from adaexplore.evaluator.sandbox import wire
+
+    client = judge_client.JudgeClient("cpu", 1 << 20)
+    judge_end = _judge_end_of(client)
+    payload = os.urandom(60_000)  # within a pipe's default 64 KiB, so it is all buffered
+    r, w = os.pipe()
+    os.write(w, payload)
+    client.send_from({"op": "chunk", "req": "r1", "index": 0, "offset": 0}, r, len(payload))
+    head, blobs = next(wire.read_messages(judge_end.makefile("rb")))
+    assert head == {"op": "chunk", "req": "r1", "index": 0, "offset": 0} and bytes(blobs[0]) == payload
+    assert judge_client._splice_works[0] == hasattr(os, "splice")  # the kernel moved them (Linux)
+    os.close(r), os.close(w)
+
+
+def test_a_pipe_that_ends_short_of_what_was_promised_drops_the_judges_connection_instead_of_garbling_it():
+    from adaexplore.evaluator.judge import client as judge_client
+
+    client = judge_client.JudgeClient("cpu", 1 << 20)
+    judge_end = _judge_end_of(client)
+    r, w = os.pipe()
+    os.write(w, b"x" * 10)
+    os.close(w)
+    with pytest.raises(judge_client.JudgeError, match="ended inside a piece"):
+        client.send_from({"op": "chunk", "req": "r1", "index": 0, "offset": 0}, r, 100)
+    judge_end.settimeout(5)
+    received = b""
+    while chunk := judge_end.recv(1 << 16):  # the judge sees its connection end, not a short frame
+        received += chunk
+    promised = int.from_bytes(received[:8], "little")  # the frame's length prefix
+    assert 0 < len(received) - 8 < promised
+    os.close(r)

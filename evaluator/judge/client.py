@@ -9,6 +9,7 @@ as ours (`JudgeError`), and the next use starts a new one (its references are go
 
 from __future__ import annotations
 
+import errno
 import itertools
 import logging
 import os
@@ -47,6 +48,12 @@ class Receiver:
             piece = view[start:start + CHUNK_BYTES]
             self.client.send({"op": JudgeOp.chunk, "req": self.req, "index": index, "offset": offset + start}, [piece])
         self.client.relayed(len(view), time.perf_counter() - t0)
+
+    def forward(self, index: int, offset: int, fd: int, n: int) -> None:
+        """Pass the next `n` bytes of `fd` (there to be read) on as the piece at `offset`."""
+        t0 = time.perf_counter()
+        self.client.send_from({"op": JudgeOp.chunk, "req": self.req, "index": index, "offset": offset}, fd, n)
+        self.client.relayed(n, time.perf_counter() - t0)
 
     def close(self) -> dict:
         """The judge's answer: {"stored"}, {"verdict"}, {"missing"} or {"error", "ours"}."""
@@ -179,6 +186,40 @@ class JudgeClient:
             except (OSError, AttributeError) as exc:
                 raise JudgeError(f"cannot reach the judge: {exc}") from None
 
+    def send_from(self, head: dict, fd: int, n: int) -> None:
+        """Send a message whose one blob is the next `n` bytes of `fd`, which must be there to
+        read (a pipe's buffered bytes). The kernel moves them into the judge's socket (splice),
+        so they never pass through this process's memory; where it cannot, they are read and sent."""
+        self._ensure()
+        prefix, tail = wire.frame_ends(head, [n])
+        with self._send_lock:
+            sock = self._sock
+            try:
+                if sock is None:
+                    raise OSError("the judge's connection is closed")
+                sock.sendall(prefix)
+                left = n
+                while left:
+                    moved = _move(fd, sock, left)
+                    if not moved:
+                        raise OSError("the worker's pipe ended inside a piece it had buffered")
+                    left -= moved
+                if tail:
+                    sock.sendall(tail)
+            except OSError as exc:
+                # The judge was promised bytes it will not get: its stream is unusable, so it is
+                # restarted on next use rather than misread.
+                self._drop_connection()
+                raise JudgeError(f"cannot pass outputs on to the judge: {exc}") from None
+
+    def _drop_connection(self) -> None:
+        sock = self._sock
+        if sock is not None:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
     def request(self, head: dict, req: str | None = None, timeout: float = REPLY_TIMEOUT_S) -> dict:
         req = req or self.new_id()
         event = threading.Event()
@@ -224,6 +265,23 @@ class JudgeClient:
 
     def stats(self) -> dict:
         return dict(self.request({"op": JudgeOp.stats}).get("stats", {}))
+
+
+_splice_works = [hasattr(os, "splice")]
+
+
+def _move(fd: int, sock: socket.socket, n: int) -> int:
+    """Move up to `n` bytes from `fd` into `sock`; how many moved (0: `fd` had none)."""
+    if _splice_works[0]:
+        try:
+            return os.splice(fd, sock.fileno(), n)
+        except OSError as exc:
+            if exc.errno not in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
+                raise
+            _splice_works[0] = False  # this kernel cannot splice into this socket: read and send
+    data = os.read(fd, n)
+    sock.sendall(data)
+    return len(data)
 
 
 class KeysInUse:

@@ -31,6 +31,13 @@ class Receiver(Protocol):
     def abort(self) -> None: ...
 
 
+class Forwarder(Receiver, Protocol):
+    """A receiver that can take bytes straight from the job's pipe, without their passing
+    through this process's memory."""
+
+    def forward(self, index: int, offset: int, fd: int, n: int) -> None: ...
+
+
 Sink = Callable[[dict, list], "Receiver | None"]
 
 
@@ -63,6 +70,27 @@ class FrameReader:
             except Overflow:
                 self.overflow = True
                 self._abort()
+
+    def forwarding(self) -> tuple[Forwarder, int, int, int] | None:
+        """(receiver, tensor index, offset, bytes left in that tensor) while the next bytes of the
+        stream are tensor data for a receiver that can take them from the pipe itself; else None."""
+        frame, receiver = self._frame, self._receiver
+        if frame is None or receiver is None or self.stopped or not hasattr(receiver, "forward"):
+            return None
+        i = frame["blob"]
+        if i >= len(frame["sizes"]):
+            return None
+        return receiver, i, frame["offset"], frame["sizes"][i] - frame["offset"]  # type: ignore[return-value]
+
+    def forwarded(self, n: int) -> None:
+        """`n` bytes of the current tensor went to the receiver straight from the pipe."""
+        frame = self._frame
+        assert frame is not None  # only after forwarding() named a tensor
+        frame["offset"] += n
+        if frame["offset"] == frame["sizes"][frame["blob"]]:
+            frame["blob"] += 1
+            frame["offset"] = 0
+            self._advance()
 
     def finish(self) -> tuple[list[tuple[dict, list]], str | None, bool]:
         """The messages, why reading stopped (None if it did not), whether a frame was cut off."""

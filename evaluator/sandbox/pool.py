@@ -17,8 +17,10 @@ import queue
 import secrets
 import select
 import socket
+import struct
 import subprocess
 import sys
+import termios
 import threading
 import time
 from concurrent.futures import Future
@@ -331,6 +333,18 @@ class WorkerPool:
         try:
             while True:
                 if poller.poll(250):
+                    target = reader.forwarding()
+                    ready = min(_buffered(job.read_fd), target[3]) if target is not None else 0
+                    if target is not None and ready:
+                        # Tensor bytes for the judge go from the pipe to it directly.
+                        receiver, index, offset, _ = target
+                        try:
+                            receiver.forward(index, offset, job.read_fd, ready)
+                            reader.forwarded(ready)
+                        except Exception as exc:  # noqa: BLE001 - a receiver of ours failed
+                            job.infra = f"cannot pass the job's outputs on: {exc}"[:400]
+                            reader.error = job.infra
+                        continue
                     try:
                         data = os.read(job.read_fd, 1 << 20)
                     except OSError:
@@ -417,6 +431,14 @@ class WorkerPool:
             jobs, self._jobs = self._jobs, {}
         for job in jobs.values():
             self._end(job, {"infra": reason})
+
+
+def _buffered(fd: int) -> int:
+    """How many bytes a pipe holds, ready to read."""
+    try:
+        return struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0"))[0]
+    except OSError:
+        return 0
 
 
 def _size(n: int) -> str:

@@ -32,7 +32,7 @@ class WireError(ValueError):
     """A message did not decode: the sender is broken or hostile."""
 
 
-def _frame_ends(obj: dict, sizes: list[int]) -> tuple[bytes, bytes]:
+def frame_ends(obj: dict, sizes: list[int]) -> tuple[bytes, bytes]:
     """What goes before and after a message's blobs of these sizes: the length prefix and JSON
     header, and the padding.
 
@@ -50,7 +50,7 @@ def _frame_ends(obj: dict, sizes: list[int]) -> tuple[bytes, bytes]:
 def _frame_parts(obj: dict, blobs: list | None = None) -> list:
     """One message, in pieces: prefix and header, the raw blobs, padding."""
     blobs = [memoryview(b).cast("B") for b in blobs or []]
-    prefix, tail = _frame_ends(obj, [len(b) for b in blobs])
+    prefix, tail = frame_ends(obj, [len(b) for b in blobs])
     return [prefix, *blobs, tail]
 
 
@@ -198,7 +198,7 @@ def write_tensors(fd: int, obj: dict, tensors: list) -> None:
     if described:
         obj = {**obj, "tensors": [meta for meta, _ in described]}
     flats = [flat for _, flat in described if flat is not None]
-    prefix, tail = _frame_ends(obj, [flat.numel() if flat is not None else 0 for _, flat in described])
+    prefix, tail = frame_ends(obj, [flat.numel() if flat is not None else 0 for _, flat in described])
     write_frame(fd, prefix)
     for flat in flats:
         if flat.device.type == "cpu":
