@@ -254,10 +254,7 @@ class WorkerPool:
                            "job": {**job, "work_dir": self.work_dir, "nonce": nonce,
                                    "gated": on_ready is not None}})
         r, w = os.pipe()
-        try:
-            fcntl.fcntl(r, _F_SETPIPE_SZ, 1 << 20)  # fewer, larger reads for big outputs
-        except OSError:
-            pass
+        _widen(r)
         running = _Running(job_id, nonce, fut, r, on_ready, sink)
         with self._lock:
             self._jobs[job_id] = running
@@ -431,6 +428,17 @@ class WorkerPool:
             jobs, self._jobs = self._jobs, {}
         for job in jobs.values():
             self._end(job, {"infra": reason})
+
+
+def _widen(fd: int) -> None:
+    """Give a job's pipe the largest buffer allowed (8 MB where the server may exceed the
+    system's 1 MB default limit): fewer, larger pieces for big outputs."""
+    for size in (8 << 20, 1 << 20):
+        try:
+            fcntl.fcntl(fd, _F_SETPIPE_SZ, size)
+            return
+        except OSError:
+            continue
 
 
 def _buffered(fd: int) -> int:
