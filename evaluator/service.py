@@ -14,6 +14,7 @@ import time
 from collections import OrderedDict
 from contextlib import nullcontext
 from pathlib import Path
+from typing import Callable
 
 import torch
 
@@ -197,9 +198,10 @@ class Evaluator:
                                       max_file_bytes=self.sandbox_tmp_bytes).to_job()
         return job
 
-    def _sink(self, job: dict):
+    def _sink(self, job: dict, before_timing: Callable[[], None] | None = None):
         """Where each frame's outputs go: the reference's into the judge's store, a candidate's
-        (and a compiled reference's) to the judge for comparison, a baseline's timing run nowhere."""
+        (and a compiled reference's) to the judge for comparison, a baseline's timing run nowhere.
+        `before_timing` is called when a timing report's outputs arrive (the measurement is over)."""
         key, tolerance = job["judge_key"], job["protocol"].get("tolerance")
         reference, candidate = job["kind"] == Job.reference, bool(job.get("candidate_source"))
         checked = output_checked(job)  # a compiled reference is checked like a kernel
@@ -214,6 +216,8 @@ class Evaluator:
                 trial = int(head.get("trial", 0))
                 return self.judge.receiver(key, f"trial:{trial}", "compare", metas, tolerance, trial)
             if checked and kind == Kind.timing:
+                if before_timing is not None:
+                    before_timing()
                 return self.judge.receiver(key, "check", "compare", metas, tolerance, -1)
             return Discard()
         return sink
@@ -302,17 +306,29 @@ class Evaluator:
     def _run_timed_once(self, job: dict, timeout_s: float, pause: bool, alone: bool = False) -> WorkerResult:
         wake = threading.Event()
         t0 = time.monotonic()
+        measured = threading.Event()  # set once the job reports: from then on the judge must run
+        resumes: list[Callable[[], None]] = []
+
+        def measurement_over() -> None:
+            measured.set()
+            for resume in resumes:
+                resume()
+
         with self._slots, self.device_memory().reserve(ALONE if alone else self._reservation(job)):
             with self.gpu_shared():
                 t1 = time.monotonic()
-                submitted = self.pool.submit(job, timeout_s, on_ready=wake.set, sink=self._sink(job))
+                submitted = self.pool.submit(job, timeout_s, on_ready=wake.set,
+                                             sink=self._sink(job, before_timing=measurement_over))
                 submitted.future.add_done_callback(lambda _f: wake.set())
                 early = self.pool.wait(submitted, until=wake)
             t2 = time.monotonic()
             if early is not None or submitted.future.done():  # it ended before it was ready to measure
                 self._trace(job, queued_s=t1 - t0, setup_s=t2 - t1)
                 return early or submitted.future.result()
-            with self.gpu.exclusive(keep=submitted.job_id, pause=pause):
+            with self.gpu.exclusive(keep=submitted.job_id, pause=pause), self.judge.stopped() as resume:
+                resumes.append(resume)
+                if measured.is_set():  # its report came before the judge was stopped
+                    resume()
                 t3 = time.monotonic()
                 self.pool.open_gate(submitted.job_id)
                 res = self.pool.wait(submitted)

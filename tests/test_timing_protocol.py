@@ -159,6 +159,31 @@ def test_a_new_best_is_confirmed_by_a_second_measurement_and_a_slower_kernel_is_
         assert len([t for t in ev.trace if t["kind"] == "timing" and t["candidate"]]) == 3
 
 
+def _state(pid: int) -> str:
+    """A process's scheduler state letter (T: stopped)."""
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().rsplit(")", 1)[1].split()[0]
+
+
+def test_the_judge_is_stopped_while_a_candidate_is_measured_and_runs_again_to_check_its_output(tmp_path):
+    task = example_task("softmax", warmup_runs=1, timed_runs=3)
+    source = (EXAMPLES / "kernels" / "softmax.py").read_text()
+    with Evaluator(work_dir=tmp_path, cpu_timing=True, baselines=("eager",)) as ev:
+        assert ev.validate_task(task).ok
+        states = []
+        open_gate = ev.pool.open_gate
+
+        def watching(job_id):
+            states.append(_state(ev.judge.pid()))
+            open_gate(job_id)
+
+        ev.pool.open_gate = watching
+        result = ev.evaluate(task, source)
+        assert result.status is Status.correct, result.feedback(300)  # its check output was compared
+        assert states and set(states) == {"T"}  # every measurement began with the judge stopped
+        assert _state(ev.judge.pid()) != "T"
+
+
 # --- baseline cache ---------------------------------------------------------------------------------
 
 

@@ -13,13 +13,14 @@ import errno
 import itertools
 import logging
 import os
+import signal
 import socket
 import subprocess
 import sys
 import threading
 import time
 from contextlib import contextmanager
-from typing import Iterator
+from typing import Callable, Iterator
 
 from ...common.vocab import JudgeOp
 from ..sandbox import wire
@@ -149,6 +150,28 @@ class JudgeClient:
                 proc.wait()
         self._fail_waiting("the judge was shut down")
 
+    @contextmanager
+    def stopped(self) -> Iterator[Callable[[], None]]:
+        """Keep the judge's own device work off the GPU while a candidate is measured: its process
+        is stopped (as paused workers are) until the block ends or the `resume` it yields is
+        called, whichever comes first; the measured job calls it as soon as it has results to
+        hand over, so nothing waits on a stopped judge for longer than the measurement."""
+        pid = self.pid()
+        resumed = threading.Event()
+
+        def resume() -> None:
+            if pid is not None and not resumed.is_set():
+                resumed.set()
+                _signal(pid, signal.SIGCONT)
+
+        if pid is not None:
+            _signal(pid, signal.SIGSTOP)
+            _until_stopped(pid)
+        try:
+            yield resume
+        finally:
+            resume()
+
     def pid(self) -> int | None:
         return self._proc.pid if self._proc is not None and self._proc.poll() is None else None
 
@@ -265,6 +288,27 @@ class JudgeClient:
 
     def stats(self) -> dict:
         return dict(self.request({"op": JudgeOp.stats}).get("stats", {}))
+
+
+def _signal(pid: int, sig: int) -> None:
+    try:
+        os.kill(pid, sig)
+    except ProcessLookupError:
+        pass  # it ended: the reader notices and the next use starts another
+
+
+def _until_stopped(pid: int, timeout: float = 1.0) -> None:
+    """Return once the process is stopped (a signal is delivered asynchronously), or gone, or
+    after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] in ("T", "t"):
+                    return
+        except (OSError, IndexError):
+            return  # gone, or no /proc to ask
+        time.sleep(0.001)
 
 
 _splice_works = [hasattr(os, "splice")]
