@@ -68,10 +68,13 @@ case "${1:-tests}" in
       | tee "$out/pytest_gpu.txt" | tail -15
     timeout 400 python3 benchmarks/kernelbench_suite.py --problems .kb --jsonl "$out/kb.jsonl" \
       --markdown "$out/kb.md" "$@" 2> "$out/kb.log"; cat "$out/kb.md"; tail -25 "$out/kb.log" ;;
-  agent-view)  # the GPU-mode tests of what the agent sees: hints checked on the GPU, the profile tool, inputs on the GPU
-    timeout 240 python3 -m pytest -q -p no:cacheprovider -rfs --tb=short tests/test_lint_hints.py \
-      tests/test_server_profile.py tests/test_timing_protocol.py -k "not many_timed" 2>&1 \
-      | tee "$out/pytest_agent_view.txt" | tail -15 ;;
+  agent-view)  # the GPU-mode tests of what the agent sees (hints checked on the GPU, the profile tool),
+    # then those of how outputs and inputs travel (inputs made on the GPU, the staging buffer, the judge stopped)
+    timeout 200 python3 -m pytest -q -p no:cacheprovider -rfE --tb=short tests/test_lint_hints.py \
+      tests/test_server_profile.py tests/test_wire_compare.py 2>&1 | grep -v "^SKIPPED" \
+      | tee "$out/pytest_agent_view.txt" | tail -15
+    timeout 150 python3 -m pytest -q -p no:cacheprovider -rfE --tb=short tests/test_timing_protocol.py \
+      -k "inputs or judge_is_stopped" 2>&1 | tee -a "$out/pytest_agent_view.txt" | tail -8 ;;
   vs-field)  # our evaluator against the field's harness (arguments: vs_field.py options, e.g. --shape first)
     shift
     timeout 585 python3 benchmarks/vs_field.py --problems .kb --json-out "$out/vs_field.json" \
