@@ -306,29 +306,19 @@ class Evaluator:
     def _run_timed_once(self, job: dict, timeout_s: float, pause: bool, alone: bool = False) -> WorkerResult:
         wake = threading.Event()
         t0 = time.monotonic()
-        measured = threading.Event()  # set once the job reports: from then on the judge must run
-        resumes: list[Callable[[], None]] = []
-
-        def measurement_over() -> None:
-            measured.set()
-            for resume in resumes:
-                resume()
-
+        judge_stop = self.judge.stop_for_measurement()
         with self._slots, self.device_memory().reserve(ALONE if alone else self._reservation(job)):
             with self.gpu_shared():
                 t1 = time.monotonic()
                 submitted = self.pool.submit(job, timeout_s, on_ready=wake.set,
-                                             sink=self._sink(job, before_timing=measurement_over))
+                                             sink=self._sink(job, before_timing=judge_stop.resume))
                 submitted.future.add_done_callback(lambda _f: wake.set())
                 early = self.pool.wait(submitted, until=wake)
             t2 = time.monotonic()
             if early is not None or submitted.future.done():  # it ended before it was ready to measure
                 self._trace(job, queued_s=t1 - t0, setup_s=t2 - t1)
                 return early or submitted.future.result()
-            with self.gpu.exclusive(keep=submitted.job_id, pause=pause), self.judge.stopped() as resume:
-                resumes.append(resume)
-                if measured.is_set():  # its report came before the judge was stopped
-                    resume()
+            with self.gpu.exclusive(keep=submitted.job_id, pause=pause), judge_stop:
                 t3 = time.monotonic()
                 self.pool.open_gate(submitted.job_id)
                 res = self.pool.wait(submitted)

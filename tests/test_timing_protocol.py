@@ -11,6 +11,7 @@ from conftest import EXAMPLES, HAS_CUDA, ROOT, example_task, gpu
 from adaexplore.evaluator.baselines import BaselineKey, Baselines, BaselineStore
 from adaexplore.evaluator.reference import Reference
 from adaexplore.evaluator.results import EvalProtocol, EvalResult, Status, TimingStats
+from adaexplore.evaluator.sandbox import procs
 from adaexplore.evaluator.sandbox.pool import WorkerResult
 from adaexplore.evaluator.service import Evaluator
 from adaexplore.evaluator.stats import contended, summarize
@@ -159,12 +160,6 @@ def test_a_new_best_is_confirmed_by_a_second_measurement_and_a_slower_kernel_is_
         assert len([t for t in ev.trace if t["kind"] == "timing" and t["candidate"]]) == 3
 
 
-def _state(pid: int) -> str:
-    """A process's scheduler state letter (T: stopped)."""
-    with open(f"/proc/{pid}/stat") as f:
-        return f.read().rsplit(")", 1)[1].split()[0]
-
-
 def test_the_judge_is_stopped_while_a_candidate_is_measured_and_runs_again_to_check_its_output(tmp_path):
     task = example_task("softmax", warmup_runs=1, timed_runs=3)
     source = (EXAMPLES / "kernels" / "softmax.py").read_text()
@@ -174,14 +169,14 @@ def test_the_judge_is_stopped_while_a_candidate_is_measured_and_runs_again_to_ch
         open_gate = ev.pool.open_gate
 
         def watching(job_id):
-            states.append(_state(ev.judge.pid()))
+            states.append(procs.state(ev.judge.pid()))
             open_gate(job_id)
 
         ev.pool.open_gate = watching
         result = ev.evaluate(task, source)
         assert result.status is Status.correct, result.feedback(300)  # its check output was compared
         assert states and set(states) == {"T"}  # every measurement began with the judge stopped
-        assert _state(ev.judge.pid()) != "T"
+        assert procs.state(ev.judge.pid()) != "T"
 
 
 # --- baseline cache ---------------------------------------------------------------------------------

@@ -20,15 +20,18 @@ import sys
 import threading
 import time
 from contextlib import contextmanager
-from typing import Callable, Iterator
+from typing import Iterator
 
 from ...common.vocab import JudgeOp
 from ..sandbox import wire
+from ..sandbox.frames import Discard
+from ..sandbox.procs import until_stopped
 
 log = logging.getLogger("adaexplore.evaluator")
 
 CHUNK_BYTES = 8 << 20
 REPLY_TIMEOUT_S = 600.0
+STOP_CONFIRM_S = 1.0
 
 
 class JudgeError(RuntimeError):
@@ -65,23 +68,6 @@ class Receiver:
         if not self.closed:
             self.closed = True
             self.client.send({"op": JudgeOp.abort, "req": self.req})
-
-
-class Refused:
-    """A frame the judge turned away before its bytes came (no room, too large): they are
-    dropped here rather than relayed, and the refusal is the frame's answer."""
-
-    def __init__(self, answer: dict) -> None:
-        self.answer = answer
-
-    def write(self, index: int, offset: int, data) -> None:
-        pass
-
-    def close(self) -> dict:
-        return self.answer
-
-    def abort(self) -> None:
-        pass
 
 
 class JudgeClient:
@@ -150,27 +136,9 @@ class JudgeClient:
                 proc.wait()
         self._fail_waiting("the judge was shut down")
 
-    @contextmanager
-    def stopped(self) -> Iterator[Callable[[], None]]:
-        """Keep the judge's own device work off the GPU while a candidate is measured: its process
-        is stopped (as paused workers are) until the block ends or the `resume` it yields is
-        called, whichever comes first; the measured job calls it as soon as it has results to
-        hand over, so nothing waits on a stopped judge for longer than the measurement."""
-        pid = self.pid()
-        resumed = threading.Event()
-
-        def resume() -> None:
-            if pid is not None and not resumed.is_set():
-                resumed.set()
-                _signal(pid, signal.SIGCONT)
-
-        if pid is not None:
-            _signal(pid, signal.SIGSTOP)
-            _until_stopped(pid)
-        try:
-            yield resume
-        finally:
-            resume()
+    def stop_for_measurement(self) -> "JudgeStop":
+        """A stop of this judge for one measurement (see `JudgeStop`)."""
+        return JudgeStop(self)
 
     def pid(self) -> int | None:
         return self._proc.pid if self._proc is not None and self._proc.poll() is None else None
@@ -263,7 +231,7 @@ class JudgeClient:
         return f"r{next(self._ids)}"
 
     def receiver(self, key: str, slot: str, mode: str, metas: list[dict], tolerance: dict | None = None,
-                 trial: int = 0, in_use: list[str] | None = None) -> Receiver | Refused:
+                 trial: int = 0, in_use: list[str] | None = None) -> Receiver | Discard:
         """Where one frame's tensors go. A store is answered before any byte moves, so a
         reference the judge cannot keep costs no relaying; a comparison streams at once."""
         req = self.new_id()
@@ -271,8 +239,8 @@ class JudgeClient:
                  "in_use": in_use or []}
         if mode == "store":
             answer = self.request(begin, req=req)
-            if not answer.get("accepted"):
-                return Refused(answer)
+            if not answer.get("accepted"):  # its bytes are dropped here, and the refusal is its answer
+                return Discard(answer)
         else:
             self.send(begin)
         return Receiver(self, req, {"tolerance": tolerance or {}, "trial": trial})
@@ -290,25 +258,43 @@ class JudgeClient:
         return dict(self.request({"op": JudgeOp.stats}).get("stats", {}))
 
 
+class JudgeStop:
+    """Keeps the judge's own device work off the GPU while a candidate is measured: `with stop:`
+    stops its process (as paused workers are) until the block ends or `resume()` is called,
+    whichever comes first. The measured job's sink calls `resume` as soon as it has results to
+    hand over, so nothing waits on a stopped judge for longer than the measurement; a `resume`
+    that comes before the block means the judge is not stopped at all."""
+
+    def __init__(self, client: JudgeClient) -> None:
+        self.client = client
+        self._lock = threading.Lock()
+        self._pid: int | None = None
+        self._over = False
+
+    def __enter__(self) -> "JudgeStop":
+        with self._lock:
+            self._pid = None if self._over else self.client.pid()
+            if self._pid is not None:
+                _signal(self._pid, signal.SIGSTOP)
+                until_stopped([self._pid], STOP_CONFIRM_S)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.resume()
+
+    def resume(self) -> None:
+        with self._lock:
+            self._over = True
+            if self._pid is not None:
+                _signal(self._pid, signal.SIGCONT)
+                self._pid = None
+
+
 def _signal(pid: int, sig: int) -> None:
     try:
         os.kill(pid, sig)
     except ProcessLookupError:
         pass  # it ended: the reader notices and the next use starts another
-
-
-def _until_stopped(pid: int, timeout: float = 1.0) -> None:
-    """Return once the process is stopped (a signal is delivered asynchronously), or gone, or
-    after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                if f.read().rsplit(")", 1)[1].split()[0] in ("T", "t"):
-                    return
-        except (OSError, IndexError):
-            return  # gone, or no /proc to ask
-        time.sleep(0.001)
 
 
 _splice_works = [hasattr(os, "splice")]

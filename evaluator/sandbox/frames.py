@@ -198,13 +198,17 @@ class FrameReader:
 
 
 class Discard:
-    """A receiver for outputs nobody needs (a baseline's timing run): the bytes are dropped."""
+    """A receiver whose bytes are dropped: outputs nobody needs, or a frame the judge turned away
+    before they came (then `answer` is its refusal)."""
+
+    def __init__(self, answer: dict | None = None) -> None:
+        self.answer = answer if answer is not None else {"discarded": True}
 
     def write(self, index: int, offset: int, data) -> None:
         pass
 
     def close(self) -> dict:
-        return {"discarded": True}
+        return self.answer
 
     def abort(self) -> None:
         pass

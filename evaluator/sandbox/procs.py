@@ -5,6 +5,7 @@ from __future__ import annotations
 import ctypes
 import os
 import signal
+import time
 
 _PR_SET_PDEATHSIG = 1
 _PR_SET_CHILD_SUBREAPER = 36
@@ -41,6 +42,16 @@ def state(pid: int) -> str:
     """A process's scheduler state letter ('T' stopped, 'Z' zombie); '?' if it is gone."""
     rest = _stat(pid)
     return rest[:1].decode() if rest else "?"
+
+
+def until_stopped(pids: list[int], timeout: float) -> None:
+    """Return once every process in `pids` is stopped or gone, or after `timeout` seconds. A
+    stop takes effect when the process next runs on a CPU, not when the signal is sent."""
+    limit = time.monotonic() + timeout
+    while pids and time.monotonic() < limit:
+        pids = [pid for pid in pids if state(pid) not in ("T", "t", "Z", "X", "?")]
+        if pids:
+            time.sleep(0.001)
 
 
 def children_of(parent: int) -> list[int]:

@@ -30,7 +30,7 @@ import time
 
 from ...common.vocab import Job, Op, Reply
 from . import confine
-from .procs import adopt_orphans, children_of, die_with_parent, state
+from .procs import adopt_orphans, children_of, die_with_parent, until_stopped
 
 KEEP_ENV = ("PATH", "TRITON_INTERPRET", "TRITON_CACHE_DIR", "CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH",
             "CUDA_HOME", "TRITON_PTXAS_PATH", "TRITON_LIBCUDA_PATH", "NCCL_NVLS_ENABLE",
@@ -242,13 +242,8 @@ class Zygote:
             child.paused_left = child.deadline - now
             child.deadline = math.inf
             stopped.append(child.pid)
-        # A stop takes effect when the process next runs on a CPU: make sure it has, so nothing
-        # of theirs is still launching work when the measurement starts.
-        limit = time.monotonic() + PAUSE_CONFIRM_S
-        while stopped and time.monotonic() < limit:
-            stopped = [pid for pid in stopped if state(pid) not in ("T", "t", "Z", "X", "?")]
-            if stopped:
-                time.sleep(0.001)
+        # So nothing of theirs is still launching work when the measurement starts.
+        until_stopped(stopped, PAUSE_CONFIRM_S)
 
     def _resume(self) -> None:
         now = time.monotonic()
