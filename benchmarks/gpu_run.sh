@@ -30,8 +30,12 @@ case "${1:-tests}" in
   fidelity)
     timeout 540 python3 benchmarks/timing_fidelity.py --json-out "$out/fidelity.json" \
       > "$out/fidelity.md" 2> "$out/fidelity.log"; cat "$out/fidelity.md"; tail -20 "$out/fidelity.log" ;;
-  fleet)  # one GPU against two (needs two GPUs): the mix, then the search-shaped level-2 workload
-    # (tasks from .kb/level2 with candidates in benchmarks/candidates/level2; skipped if either is absent)
+  fleet)  # one GPU against two (needs two GPUs): the fleet's GPU tests (no run if they fail), the mix,
+    # then the search-shaped level-2 workload (tasks from .kb/level2 with candidates in
+    # benchmarks/candidates/level2; skipped if either is absent)
+    timeout 100 python3 -m pytest -q -p no:cacheprovider -rfE --tb=short tests/test_fleet.py 2>&1 \
+      | tee "$out/pytest_fleet.txt" | tail -8
+    grep -qE "^[0-9]+ passed" "$out/pytest_fleet.txt" && ! grep -qE "[0-9]+ (failed|error)" "$out/pytest_fleet.txt" || exit 1
     timeout 240 python3 benchmarks/fleet_scaling.py --deadline-s 150 --json-out "$out/fleet.json" \
       > "$out/fleet.md" 2> "$out/fleet.log"; cat "$out/fleet.md"; tail -12 "$out/fleet.log"
     timeout 270 python3 benchmarks/fleet_scaling.py --kb-level2 .kb/level2 --copies 1 --cross-max 12 \
@@ -75,8 +79,21 @@ case "${1:-tests}" in
       | tee "$out/pytest_agent_view.txt" | tail -15
     timeout 150 python3 -m pytest -q -p no:cacheprovider -rfE --tb=short tests/test_timing_protocol.py \
       -k "inputs or judge_is_stopped" 2>&1 | tee -a "$out/pytest_agent_view.txt" | tail -8 ;;
-  vs-field)  # our evaluator against the field's harness (arguments: vs_field.py options, e.g. --shape first)
+  vs-field)  # our evaluator against the field's harness (arguments: vs_field.py options, e.g. --shape first);
+    # the field's harness travels in .kbh/ (a copy of ../shared/kernelbench without its problems)
     shift
-    timeout 585 python3 benchmarks/vs_field.py --problems .kb --json-out "$out/vs_field.json" \
-      --markdown "$out/vs_field.md" "$@" 2> "$out/vs_field.log"; cat "$out/vs_field.md"; tail -25 "$out/vs_field.log" ;;
+    timeout 585 python3 benchmarks/vs_field.py --problems .kb --field-harness .kbh/run_harness.py \
+      --json-out "$out/vs_field.json" --markdown "$out/vs_field.md" "$@" 2> "$out/vs_field.log"
+    cat "$out/vs_field.md"; tail -25 "$out/vs_field.log" ;;
+  vs-field-pair)  # both shapes at once on a two-GPU machine: search on GPU 0, first contact on GPU 1,
+    # each process confined to its half of the cores (one H200 machine's share: a GPU and 16 cores)
+    shift
+    half=$(( $(nproc --all) / 2 ))
+    for i in 0 1; do
+      shape=search; [ "$i" = 1 ] && shape=first
+      CUDA_VISIBLE_DEVICES=$i taskset -c $((i * half))-$((i * half + half - 1)) timeout 585 python3 benchmarks/vs_field.py \
+        --problems .kb --field-harness .kbh/run_harness.py --shape $shape --json-out "$out/vs_field_$shape.json" \
+        --markdown "$out/vs_field_$shape.md" "$@" > /dev/null 2> "$out/vs_field_$shape.log" &
+    done
+    wait; cat "$out"/vs_field_*.md; tail -n 15 "$out"/vs_field_*.log ;;
 esac

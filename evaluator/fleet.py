@@ -153,7 +153,7 @@ class EvaluatorFleet:
         if members is not None:
             self.members = list(members)
         else:
-            from .service import Evaluator, default_parallel
+            from .service import Evaluator, default_parallel, usable_cores
 
             devices = list(devices) if devices else (visible_gpus() or ["cpu"])
             gpus = [d for d in devices if d.startswith("cuda")]
@@ -164,7 +164,7 @@ class EvaluatorFleet:
             ids = physical_ids(devices, os.environ.get("CUDA_VISIBLE_DEVICES"))
             per_member = max_parallel or max(2, default_parallel(bool(gpus), len(devices)))
             # Each member's workers share its part of the cores, so members do not oversubscribe them.
-            cores = max(1, (os.cpu_count() or 1) // len(devices))
+            cores = max(1, usable_cores() // len(devices))
             self.members = [Evaluator(device=dev, work_dir=work_dir, max_parallel=per_member,
                                       visible_devices=ident, cores=cores, **evaluator_kwargs)
                             for dev, ident in zip(devices, ids)]

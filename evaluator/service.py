@@ -60,10 +60,18 @@ def _physical_memory() -> int:
         return 16 << 30
 
 
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity: a container's or taskset's share)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
 def default_parallel(is_gpu: bool, members: int = 1) -> int:
     """Worker processes at once per pool: compilation is CPU work, so a GPU pool uses up to 8
     cores (each child also holds a CUDA context); interpreter runs are heavier, up to 4."""
-    cores = max(1, (os.cpu_count() or 1) // max(1, members))
+    cores = max(1, usable_cores() // max(1, members))
     return max(1, min(8 if is_gpu else 4, cores))
 
 
@@ -96,8 +104,14 @@ class Evaluator:
                  judge_budget_bytes: int = 0, cores: int | None = None) -> None:
         self.device = device or default_device()
         self.is_gpu = self.device.startswith("cuda")
-        # With `visible_devices` the workers see exactly one GPU (by physical id) as cuda:0.
-        self.visible_devices = visible_devices if self.is_gpu else None
+        # The GPU's machine-wide id (the lock's name). Where the driver lists it, the sandbox shows
+        # a worker that GPU's device file alone, and the worker and the judge name it by UUID
+        # (see confine.gpu_node); otherwise they see it by `visible_devices` (a physical id).
+        self.physical_id = physical_gpu_id(self.device, os.environ.get("CUDA_VISIBLE_DEVICES"),
+                                           visible_devices if self.is_gpu else None)
+        node = confine.gpu_node(self.physical_id) if self.is_gpu else None
+        self.gpu_minors = [node.minor] if node else None
+        self.visible_devices = node.uuid if node else (visible_devices if self.is_gpu else None)
         self.job_device = "cuda:0" if self.visible_devices else self.device
         # Timing on the CPU (host clocks) only exercises the timing path; it is off by default.
         self.timed = self.is_gpu or cpu_timing
@@ -123,15 +137,12 @@ class Evaluator:
                                triton_cache_dir=str(base / "triton-cache"), visible_devices=self.visible_devices,
                                max_processes=max_processes)
         self.baseline_store = BaselineStore(base / "baselines")
-        self.physical_id = physical_gpu_id(self.device, os.environ.get("CUDA_VISIBLE_DEVICES"),
-                                           self.visible_devices)
-        self.gpu_minors = confine.gpu_minors(self.physical_id) if self.is_gpu else None
         # Reference outputs live in the judge, on this evaluator's device, within its budget
         # (0: a quarter of the GPU's memory, or on the CPU 4 GiB or an eighth of the memory if less).
         self.judge = JudgeClient(self.job_device if self.visible_devices else self.device, judge_budget_bytes,
                                  visible_devices=self.visible_devices, work_dir=str(base))
         self.max_parallel = max_parallel or default_parallel(self.is_gpu)
-        self.cores = cores or os.cpu_count() or 1  # the cores this evaluator's workers share
+        self.cores = cores or usable_cores()  # the cores this evaluator's workers share
         self._slots = threading.BoundedSemaphore(self.max_parallel)
         self._memory: DeviceMemory | None = None  # device memory admission, sized on first use
         self._memory_guard = threading.Lock()

@@ -11,8 +11,9 @@ from conftest import EXAMPLES, example_task, gpu
 
 from adaexplore.evaluator.fleet import REFERENCE_COST, Dispatch, EvaluatorFleet, Placement, physical_ids, place
 from adaexplore.evaluator.results import ErrorInfo, EvalResult, Status, TaskValidation
+from adaexplore.evaluator.sandbox import confine
 from adaexplore.evaluator.sandbox.gpu_lock import GpuLock
-from adaexplore.evaluator.service import Evaluator, physical_gpu_id
+from adaexplore.evaluator.service import Evaluator, default_parallel, physical_gpu_id, usable_cores
 
 # --- the dispatch rule, over plain data --------------------------------------------------------
 
@@ -191,6 +192,43 @@ def test_physical_gpu_ids_follow_narrowed_visibility():
     assert physical_gpu_id("cpu", "3") == "cpu"
 
 
+def gpu_information(root, bus: str, minor: int, uuid: str) -> None:
+    (root / bus).mkdir(parents=True)
+    (root / bus / "information").write_text(
+        f"Model: \t\t NVIDIA H200\nIRQ:   \t\t 42\nGPU UUID: \t\t {uuid}\nDevice Minor: \t\t {minor}\n")
+
+
+def test_a_gpu_is_found_in_the_drivers_list_by_index_in_bus_order_or_by_uuid(tmp_path):
+    gpu_information(tmp_path, "0000:cb:00.0", 1, "GPU-bbbb")
+    gpu_information(tmp_path, "0000:1b:00.0", 0, "GPU-aaaa")
+    assert confine.gpu_node("0", tmp_path) == confine.GpuNode(0, "GPU-aaaa")
+    assert confine.gpu_node("1", tmp_path) == confine.GpuNode(1, "GPU-bbbb")
+    assert confine.gpu_node("GPU-bbbb", tmp_path) == confine.GpuNode(1, "GPU-bbbb")
+    assert confine.gpu_node("2", tmp_path) is None
+    assert confine.gpu_node("MIG-1/2/3", tmp_path) is None
+    assert confine.gpu_node("0", tmp_path / "no-driver") is None
+
+
+def test_a_member_on_a_listed_gpu_shows_its_workers_that_gpu_alone_and_names_it_by_uuid(tmp_path, monkeypatch):
+    # A worker shown only /dev/nvidia1 sees one GPU, which CUDA numbers 0: the index the host
+    # uses ("1") would name no GPU there, the UUID names it however the driver counts.
+    drivers = tmp_path / "gpus"
+    gpu_information(drivers, "0000:1b:00.0", 0, "GPU-aaaa")
+    gpu_information(drivers, "0000:cb:00.0", 1, "GPU-bbbb")
+    real = confine.gpu_node
+    monkeypatch.setattr(confine, "gpu_node", lambda ident: real(ident, drivers))
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    fleet = EvaluatorFleet(devices=["cuda:0", "cuda:1"], work_dir=tmp_path, lock_dir=tmp_path / "locks")
+    try:
+        assert [m.gpu_minors for m in fleet.members] == [[0], [1]]
+        assert [m.pool.visible_devices for m in fleet.members] == ["GPU-aaaa", "GPU-bbbb"]
+        assert [m.judge.visible_devices for m in fleet.members] == ["GPU-aaaa", "GPU-bbbb"]
+        assert [m.job_device for m in fleet.members] == ["cuda:0", "cuda:0"]
+        assert [m.physical_id for m in fleet.members] == ["0", "1"]  # the lock keeps the host's index
+    finally:
+        fleet.close()
+
+
 def test_fleet_members_see_only_their_gpu_and_share_the_cores(tmp_path, monkeypatch):
     # Built for two fake GPUs without starting anything: each pool is narrowed to one physical id.
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "4,6")
@@ -202,7 +240,7 @@ def test_fleet_members_see_only_their_gpu_and_share_the_cores(tmp_path, monkeypa
         assert [m.physical_id for m in fleet.members] == ["4", "6"]
         assert [m.device for m in fleet.members] == ["cuda:0", "cuda:1"]
         assert all(m.baselines == ("eager", "compile") for m in fleet.members)
-        assert all(m.cores == max(1, (os.cpu_count() or 1) // 2) for m in fleet.members)
+        assert all(m.cores == max(1, len(os.sched_getaffinity(0)) // 2) for m in fleet.members)
     finally:
         fleet.close()
     cpu = EvaluatorFleet(devices=["cpu"], work_dir=tmp_path)
@@ -211,6 +249,13 @@ def test_fleet_members_see_only_their_gpu_and_share_the_cores(tmp_path, monkeypa
         assert cpu.members[0].baselines == ("eager",)
     finally:
         cpu.close()
+
+
+def test_slots_and_cores_follow_the_cores_this_process_may_run_on(monkeypatch):
+    # A container's or taskset's share of a larger machine, not the machine's count.
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2})
+    assert usable_cores() == 3
+    assert default_parallel(True) == 3 and default_parallel(True, members=2) == 1
 
 
 def test_each_member_times_under_the_lock_of_its_own_gpu(tmp_path, monkeypatch):
@@ -276,3 +321,15 @@ def test_fleet_over_visible_gpus_keeps_each_task_on_one_gpu_and_uses_them_all(tm
         assert all(len(devices) == 1 for devices in per_task.values())
         if len(fleet.devices) > 1:
             assert len({d for devices in per_task.values() for d in devices}) == 2
+
+
+@gpu
+def test_an_evaluator_on_the_last_gpu_of_the_machine_judges_there(tmp_path):
+    import torch
+
+    last = f"cuda:{torch.cuda.device_count() - 1}"
+    task = example_task("gelu_scale")
+    with Evaluator(device=last, work_dir=tmp_path, baselines=("eager",)) as ev:
+        result = ev.evaluate(task, (EXAMPLES / "kernels" / "gelu_scale.py").read_text())
+    assert result.status is Status.correct and result.timing is not None, result.feedback()
+    assert result.device == last

@@ -484,22 +484,36 @@ def enter(plan: Plan, memory_limit: int | None = None) -> str:
 
 # --- on the trusted side ------------------------------------------------------------------
 
-def gpu_minors(physical_id: str) -> list[int] | None:
-    """The /dev/nvidiaN minor of the GPU with this physical index (CUDA's order, which is PCI
-    bus order on a machine of identical GPUs), or None when it cannot be known (a UUID, no
-    driver information): then the worker sees every GPU's device file."""
-    if not physical_id.isdigit():
-        return None
-    root = Path("/proc/driver/nvidia/gpus")
+@dataclass(frozen=True)
+class GpuNode:
+    """One GPU as the driver lists it: its /dev/nvidiaN minor and its UUID."""
+
+    minor: int
+    uuid: str
+
+
+def gpu_node(physical_id: str, root: Path = Path("/proc/driver/nvidia/gpus")) -> GpuNode | None:
+    """The GPU with this physical id: an index (CUDA's order, which is PCI bus order on a machine
+    of identical GPUs) or a UUID. None when it cannot be known (a MIG id, no driver information):
+    then the worker sees every GPU's device file.
+
+    A worker shown one device file sees that GPU alone, which CUDA then numbers 0 whatever its
+    index on the host: the worker must name it by UUID, which holds however the driver counts.
+    """
     try:
-        buses = sorted(os.listdir(root))
-        info = (root / buses[int(physical_id)] / "information").read_text()
-    except (OSError, IndexError):
+        infos = [(root / bus / "information").read_text() for bus in sorted(os.listdir(root))]
+    except OSError:
         return None
-    for line in info.splitlines():
-        if line.strip().startswith("Device Minor:"):
-            try:
-                return [int(line.split(":", 1)[1])]
-            except ValueError:
-                return None
-    return None
+    nodes = [_parse_gpu_information(info) for info in infos]
+    if physical_id.isdigit():
+        index = int(physical_id)
+        return nodes[index] if index < len(nodes) else None
+    return next((n for n in nodes if n is not None and n.uuid == physical_id), None)
+
+
+def _parse_gpu_information(text: str) -> GpuNode | None:
+    fields = {k.strip(): v.strip() for k, _, v in (line.partition(":") for line in text.splitlines())}
+    minor, uuid = fields.get("Device Minor", ""), fields.get("GPU UUID", "")
+    if not minor.isdigit() or not uuid.startswith("GPU-"):
+        return None
+    return GpuNode(int(minor), uuid)
