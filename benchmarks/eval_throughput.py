@@ -77,8 +77,13 @@ def run_warm(pairs, task_paths, protocol, args, root: Path) -> dict:
 
 
 def trace_table(trace: list[dict]) -> list[str]:
-    """Where the warm mode's worker jobs spent their time, by kind: mean (max) seconds."""
+    """Where the warm mode's worker jobs spent their time, by kind: mean (max) seconds. The
+    evaluator's own clock first (queued, set up, waiting for and holding the GPU, the whole run),
+    then the phases the workers report (see `Phase`), where any did."""
+    from adaexplore.common.vocab import Phase
+
     phases = ["queued_s", "setup_s", "gpu_wait_s", "measure_s", "run_s"]
+    phases += [p.value for p in Phase if any(p.value in e for e in trace)]
     groups: dict[str, list[dict]] = {}
     for e in trace:
         name = e["kind"] + (" (candidate)" if e["kind"] == "timing" and e["candidate"] else

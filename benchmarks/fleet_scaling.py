@@ -39,6 +39,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "throughput"))
 import mix  # noqa: E402
+from eval_throughput import trace_table  # noqa: E402
 
 MIN_MS = 0.1
 KB_CANDIDATES = Path(__file__).resolve().parent / "candidates" / "level2"
@@ -103,9 +104,9 @@ def make_fleet(n: int, args, work: Path):
         # let member 1 reuse member 0's reference timing instead of measuring its own.
         return EvaluatorFleet(members=[
             Evaluator(device="cpu", work_dir=work / f"member{i}", cpu_timing=True, baselines=("eager",),
-                      max_parallel=args.max_parallel or 1) for i in range(n)])
+                      max_parallel=args.max_parallel or 1, trace=True) for i in range(n)])
     return EvaluatorFleet(devices=[f"cuda:{i}" for i in range(n)], work_dir=work,
-                          max_parallel=args.max_parallel, baselines=("eager",))
+                          max_parallel=args.max_parallel, baselines=("eager",), trace=True)
 
 
 def tagged(work: Workload, kernel: str, tag: str) -> str:
@@ -118,7 +119,8 @@ def submit(evaluate, task, source) -> dict:
     s0 = time.monotonic()
     try:
         r = evaluate(task, source)
-        res = {"status": r.status.value, "ms": r.timing.mean_ms if r.timing else None}
+        res = {"status": r.status.value, "ms": r.timing.mean_ms if r.timing else None,
+               "autotune": list(r.autotune_configs)}
     except Exception as exc:  # noqa: BLE001
         res = {"status": f"harness_error: {type(exc).__name__}: {exc}"[:200], "ms": None}
     res["latency_s"] = time.monotonic() - s0
@@ -167,6 +169,8 @@ def run_phase(n: int, work: Workload, args, root: Path, cross: bool, deadline: f
         with ThreadPoolExecutor(len(jobs)) as ex:
             out["candidates"] = dict(ex.map(one, jobs))
         out["wall_s"] = time.monotonic() - t1
+        # Where each member's jobs spent their time on the clock (the checks after it not included).
+        out["trace"] = [[{**e, "at": round(e["at"] - t1, 3)} for e in list(m.trace or [])] for m in fleet.members]
         names = {task.task_id: name for name, task in tasks.items()}
         out["homes"] = {names.get(t, t): sorted(ms) for (t, _), ms in fleet.dispatch.homes.items()}
         if cross and time.monotonic() > deadline:
@@ -204,23 +208,26 @@ def report(phases: list[dict], work: Workload, args, device: str) -> tuple[str, 
     lines = [f"# Fleet scaling ({f'CPU check{shrunk}, interpreter' if args.cpu_check else device})", "",
              f"{work.title} x {args.copies} copies, all submitted at once; a fresh fleet and work_dir per phase.",
              "", f"| {unit} | candidates | wall s | candidates/hour | p50 latency s | p95 latency s | "
-             "candidates per member | tasks whose reference is on 2+ members | start-up s |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
-    rates, problems, cheats = {}, [], []
+             "candidates per member | tasks whose reference is on 2+ members | start-up s | first result s |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    rates, steady, problems, cheats = {}, {}, [], []
     expected = {k: e for _, k, e in work.pairs}
     for ph in phases:
         if "wall_s" not in ph:
-            lines.append(f"| {ph['gpus']} | failed: {ph.get('error', '?')} | | | | | | | |")
+            lines.append(f"| {ph['gpus']} | failed: {ph.get('error', '?')} | | | | | | | | |")
             problems.append(f"{ph['gpus']}-member phase failed or was skipped")
             continue
         c = ph["candidates"]
         lat = [r["latency_s"] for r in c.values()]
         rates[ph["gpus"]] = len(c) / ph["wall_s"] * 3600
+        first = min(lat)
+        if len(lat) > 1 and max(lat) > first:  # the rate once results flow (references built, first compiles done)
+            steady[ph["gpus"]] = (len(lat) - 1) / (max(lat) - first) * 3600
         per = [sum(r["member"] == i for r in c.values()) for i in range(ph["gpus"])]
         shared = sum(len(ms) > 1 for ms in ph.get("homes", {}).values())
         lines.append(f"| {ph['gpus']} | {len(c)} | {ph['wall_s']:.1f} | {rates[ph['gpus']]:.0f} | "
                      f"{mix.pct(lat, 50):.2f} | {mix.pct(lat, 95):.2f} | {' / '.join(map(str, per))} | "
-                     f"{shared} of {len(ph.get('homes', {}))} | {fmt(ph.get('startup_s'), '.1f')} |")
+                     f"{shared} of {len(ph.get('homes', {}))} | {fmt(ph.get('startup_s'), '.1f')} | {first:.1f} |")
         problems += [f"{label}: {r['status']} (expected {expected[r['kernel']]}) on {ph['gpus']}-member fleet"
                      for label, r in c.items() if r["status"] != expected[r["kernel"]]]
         cheats += [f"{label} ({ph['gpus']}-member fleet, {fmt(r['ms'])} ms)" for label, r in c.items()
@@ -229,6 +236,14 @@ def report(phases: list[dict], work: Workload, args, device: str) -> tuple[str, 
     for n, rate in sorted(rates.items()):
         if n > 1 and 1 in rates:
             lines.append(f"**Scaling ({n} {unit} / 1): {rate / rates[1]:.2f}x** (target >= {0.9 * n:.1f})")
+            if n in steady and 1 in steady:
+                lines.append(f"From each phase's first result to its last: {steady[n] / steady[1]:.2f}x "
+                             f"({steady[1]:.0f} and {steady[n]:.0f} candidates/hour).")
+    for ph in phases:
+        for i, trace in enumerate(ph.get("trace") or []):
+            if trace:
+                lines += ["", f"Where member {i}'s jobs spent their time, {ph['gpus']}-member fleet, "
+                          "mean (max) seconds:", "", *trace_table(trace)]
     big = next((ph for ph in reversed(phases) if ph.get("cross")), None)
     skipped = next((ph for ph in phases if ph.get("cross_skipped")), None)
     if skipped:
@@ -245,7 +260,7 @@ def report(phases: list[dict], work: Workload, args, device: str) -> tuple[str, 
             lines.append(f"| {t} | {' | '.join(fmt(v) for v in ms)} | {rel(d)} |")
         lines += ["", "## Correct kernels evaluated on each member (after the clock); spread = max/min - 1", "",
                   f"| task | kernel | {cols} | spread |", f"| --- | {sep} |"]
-        worst = None
+        worst, tuned_apart = None, []
         for k, entry in big["cross"].items():
             runs = entry["runs"]
             ms = [r["ms"] if r and r["status"] == "correct" else None for r in runs]
@@ -258,10 +273,16 @@ def report(phases: list[dict], work: Workload, args, device: str) -> tuple[str, 
                        if r and r["status"] == "cheat_detected"]
             cells = " | ".join(fmt(v) if v is not None else (r or {}).get("status", "-") for v, r in zip(ms, runs))
             lines.append(f"| {entry['task']} | {k} | {cells} | {rel(d)} |")
+            configs = [tuple((r or {}).get("autotune") or ()) for r in runs]
+            if any(configs) and len(set(configs)) > 1:
+                tuned_apart.append(f"- {k}: " + "; ".join(f"member {i} chose {', '.join(c) or '-'}"
+                                                         for i, c in enumerate(configs)))
         scope = "all timed kernels (host clock)" if args.cpu_check else f"kernels >= {MIN_MS} ms"
         lines.append("")
         lines.append(f"**Largest cross-member disagreement over {scope}: {worst[0] * 100:.2f}% ({worst[1]})** "
                      "(target <= 3%)" if worst else f"No correct kernel over {scope} was timed on every member.")
+        if tuned_apart:
+            lines += ["", "Autotuned kernels whose members chose different configs:", *tuned_apart]
     lines.append(f"Honest kernels called `cheat_detected`: {'none' if not cheats else len(cheats)}")
     lines += [f"- {c}" for c in cheats]
     lines.append(f"Every pair got its expected status: {'yes' if not problems else 'NO'}")

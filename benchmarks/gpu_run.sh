@@ -46,10 +46,27 @@ case "${1:-tests}" in
       tests/test_exploits.py tests/test_wire_compare.py 2>&1 | tee "$out/pytest_gpu.txt" | tail -30
     timeout 300 python3 benchmarks/kernelbench_suite.py --problems .kb --levels 2 1 --limit 4 --jsonl "$out/kb.jsonl" \
       --markdown "$out/kb.md" --deadline-s 200 2> "$out/kb.log"; cat "$out/kb.md"; tail -12 "$out/kb.log" ;;
-  suite)  # tasks of KernelBench (arguments: kernelbench_suite.py options); rows land in $out/kb.jsonl as they finish
+  suite)  # tasks of KernelBench (arguments: kernelbench_suite.py options); rows land in $out/kb.jsonl as they
+    # finish; a carried .kbrun/kb.jsonl (an earlier call's rows) is resumed: its tasks are not run again
     shift
+    [ -f .kbrun/kb.jsonl ] && cp .kbrun/kb.jsonl "$out/kb.jsonl"
     timeout "${SUITE_TIMEOUT:-560}" python3 benchmarks/kernelbench_suite.py --problems .kb --jsonl "$out/kb.jsonl" \
       --markdown "$out/kb.md" "$@" 2> "$out/kb.log"; cat "$out/kb.md"; tail -25 "$out/kb.log" ;;
+  suite-pair)  # the suite on a two-GPU machine: one process per GPU, each on its half of the cores and
+    # every other task of each level (kernelbench_suite.py --shard); rows in $out/kb.0.jsonl and kb.1.jsonl,
+    # resumed from carried .kbrun/kb.0.jsonl and kb.1.jsonl; then one summary of both (kb.md)
+    shift
+    half=$(( $(nproc --all) / 2 ))
+    for i in 0 1; do
+      [ -f ".kbrun/kb.$i.jsonl" ] && cp ".kbrun/kb.$i.jsonl" "$out/kb.$i.jsonl"
+      CUDA_VISIBLE_DEVICES=$i taskset -c $((i * half))-$((i * half + half - 1)) timeout "${SUITE_TIMEOUT:-560}" \
+        python3 benchmarks/kernelbench_suite.py --problems .kb --jsonl "$out/kb.$i.jsonl" --markdown "$out/kb.$i.md" \
+        --shard "$i/2" "$@" > /dev/null 2> "$out/kb.$i.log" &
+    done
+    wait
+    python3 benchmarks/kernelbench_suite.py --problems .kb --jsonl "$out/kb.0.jsonl" --report "$out/kb.1.jsonl" \
+      --markdown "$out/kb.md"
+    for i in 0 1; do tail -n 22 "$out/kb.$i.md"; tail -n 5 "$out/kb.$i.log"; done ;;
   stream)  # how fast outputs reach the judge (arguments: judge_stream.py options, e.g. --gb 2)
     shift
     timeout 300 python3 benchmarks/judge_stream.py "$@" 2>&1 | tee "$out/stream.txt" | tail -20 ;;

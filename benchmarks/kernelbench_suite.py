@@ -10,7 +10,8 @@ verdict is `cheat_detected`. What matters is that every task that fits gets a ve
 none gets `infra_error`; a task that cannot fit must be refused with a clear message.
 
     python benchmarks/kernelbench_suite.py --problems PATH/problems --levels 1 2 3 \\
-        --jsonl results.jsonl --markdown results.md [--deadline-s 540] [--parallel 8]
+        --jsonl results.jsonl --markdown results.md [--deadline-s 540] [--parallel 8] [--shard I/N]
+    python benchmarks/kernelbench_suite.py --problems PATH/problems --jsonl a.jsonl --report b.jsonl
 
 Rows go to the JSONL as they finish (a rerun skips tasks already there); the markdown is the
 summary per level: tasks registered, verdicts, seconds per task, peak host memory of this
@@ -142,6 +143,20 @@ def one_task(ev, path: Path, level: int) -> dict:
     return row
 
 
+def level_paths(problems: Path, level: int, only: list[str], limit: int = 0, shard: int = 0,
+                shards: int = 1) -> list[Path]:
+    """The task files of one level to run, in task-number order: those `only` names (LEVEL:ID,ID),
+    the first `limit`, then every `shards`-th of them from the `shard`-th."""
+    paths = sorted((problems / f"level{level}").glob("*.py"), key=lambda p: int(p.name.split("_")[0]))
+    chosen = [spec.split(":", 1)[1] for spec in only if spec.split(":", 1)[0] == str(level)]
+    if chosen:
+        ids = {int(i) for spec in chosen for i in spec.split(",") if i}
+        paths = [p for p in paths if int(p.name.split("_")[0]) in ids]
+    if limit:
+        paths = paths[:limit]
+    return paths[shard::shards]
+
+
 def summarize(rows: list[dict], peaks: dict[int, dict]) -> str:
     lines = ["| level | tasks | registered | refused | verdicts | infra_error | s/task (mean) | peak server RSS GB |"
              " peak judge RSS GB | peak device GB |", "|---|---|---|---|---|---|---|---|---|---|"]
@@ -174,7 +189,8 @@ def judge_line(ev) -> str:
             f" ({rate:.2f} GB/s per stream).\n")
 
 
-PHASES = ("queued_s", "run_s", "setup_s", "gpu_wait_s", "measure_s", "inputs_s", "forward_s", "send_s")
+PHASES = ("queued_s", "run_s", "setup_s", "gpu_wait_s", "measure_s",  # the evaluator's clock
+          "start_s", "cuda_s", "load_s", "inputs_s", "first_s", "forward_s", "timed_s", "send_s")  # the workers'
 
 
 def where_time_went(trace: list[dict], wall_s: float) -> str:
@@ -188,8 +204,8 @@ def where_time_went(trace: list[dict], wall_s: float) -> str:
             if phase in t:
                 g[phase] = g.get(phase, 0.0) + float(t[phase])
     lines = [f"Where the time went ({wall_s:.0f} s of wall clock; seconds summed over jobs):", "",
-             "| jobs | count | queued s | run s | setup s | GPU wait s | measure s | inputs s | forward s | send s |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "| jobs | count | " + " | ".join(p.removesuffix("_s").replace("_", " ") + " s" for p in PHASES) + " |",
+             "|---|---|" + "---|" * len(PHASES)]
     for name, g in sorted(groups.items()):
         lines.append(f"| {name} | {int(g['jobs'])} | " + " | ".join(
             f"{g.get(p, 0):.0f}" for p in PHASES) + " |")
@@ -208,7 +224,22 @@ def main() -> int:
     ap.add_argument("--limit", type=int, default=0, help="at most this many tasks per level")
     ap.add_argument("--baselines", default="eager,compile")
     ap.add_argument("--only", nargs="*", default=[], help="LEVEL:ID,ID... (e.g. 2:1,7,19): only these tasks")
+    ap.add_argument("--shard", default="0/1", help="I/N: of each level's tasks, only every N-th from the I-th "
+                    "(one process per GPU, each with its own --jsonl)")
+    ap.add_argument("--report", nargs="+", type=Path, default=[],
+                    help="run nothing: summarize these JSONL files (the shards of one run) with --jsonl's rows")
     args = ap.parse_args()
+    shard, shards = (int(x) for x in args.shard.split("/"))
+    if not 0 <= shard < shards:
+        ap.error(f"--shard {args.shard}: need 0 <= I < N")
+    if args.report:
+        rows = [json.loads(line) for f in [*args.report, args.jsonl] if f.exists()
+                for line in f.read_text().splitlines() if line.strip()]
+        text = summarize(rows, {})
+        if args.markdown:
+            args.markdown.write_text(text)
+        print(text)
+        return 0
 
     from adaexplore.evaluator.service import Evaluator
 
@@ -225,13 +256,7 @@ def main() -> int:
     lock = threading.Lock()
     try:
         for level in args.levels:
-            paths = sorted((args.problems / f"level{level}").glob("*.py"), key=lambda p: int(p.name.split("_")[0]))
-            chosen = [spec.split(":", 1)[1] for spec in args.only if spec.split(":", 1)[0] == str(level)]
-            if chosen:
-                ids = {int(i) for spec in chosen for i in spec.split(",") if i}
-                paths = [p for p in paths if int(p.name.split("_")[0]) in ids]
-            if args.limit:
-                paths = paths[:args.limit]
+            paths = level_paths(args.problems, level, args.only, args.limit, shard, shards)
             todo = [p for p in paths if (level, p.name) not in done]
 
             def run(path: Path, level: int = level) -> None:

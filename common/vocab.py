@@ -9,6 +9,7 @@ so any of them can import it cheaply. It lives in `adaexplore.common` because `e
 * `Action`: how a node was made (the root, a large step, a small step);
 * `Kind`: the `"kind"` of each frame a worker's harness writes on its result pipe;
 * `Job`: the `"kind"` of a job request (which runner the worker starts);
+* `Phase`: the parts of a worker job's time it reports (the evaluator's trace shows them);
 * `Op`: the `"op"` of each control request from the evaluator's pool to the warm parent;
 * `Reply`: the keys of the warm parent's replies on the control socket;
 * `JudgeOp`: the `"op"` of each request from the trusted evaluator to the judge process;
@@ -116,6 +117,20 @@ class Job(Name):
     candidate = "candidate"
     timing = "timing"
     profile = "profile"
+
+
+class Phase(Name):
+    """Where a worker job's time goes, in seconds (its last report's `"phases"`)."""
+
+    start = "start_s"  # from the fork to the job's code: the sandbox, imports
+    cuda = "cuda_s"  # the CUDA context
+    load = "load_s"  # task and candidate modules loaded, model built
+    inputs = "inputs_s"  # inputs made
+    first = "first_s"  # the first forward: kernels compiled (and tuned, under load)
+    forward = "forward_s"  # the other forwards of the correctness trials
+    retune = "retune_s"  # autotuners tuning again on the quiet GPU (timing)
+    timed = "timed_s"  # the timed runs
+    send = "send_s"  # reports and outputs sent, at the pace the evaluator reads them
 
 
 class Op(Name):

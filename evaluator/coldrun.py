@@ -29,20 +29,19 @@ from .stats import summarize
 from .task import Task, load_task_file, source_hash
 from .verdict import correctness_verdict, expect, timing_method, timing_verdict
 from .worker import jobs
+from .worker.harness import Reporter
 
 
-class Collector:
-    """Stands in for the pipe: keeps each message with CPU copies of its tensors."""
+class Collector(Reporter):
+    """Stands in for the pipe: keeps each message with CPU copies of its tensors. Without a gate
+    it measures at once: nothing else shares this process's GPU."""
 
     def __init__(self) -> None:
+        super().__init__(fd=-1)
         self.messages: list[tuple[dict, list]] = []
-        self.send_s = 0.0  # as the Reporter's; nothing travels, so nothing is counted
 
-    def send(self, header: dict, tensors=None) -> None:
+    def _send(self, header: dict, tensors=None) -> None:
         self.messages.append((header, [t.detach().to("cpu").contiguous().clone() for t in tensors or []]))
-
-    def wait_for_gpu(self) -> None:
-        """Nothing else shares this process's GPU: measure at once."""
 
 
 def _in_process(runner, job: dict, t0: float) -> WorkerResult:

@@ -30,7 +30,6 @@ class Reference:
 
     outputs: list[list[torch.Tensor]] = field(default_factory=list)
     judge_busy: bool = False  # the judge turned its outputs away for want of room (ours; try again)
-    phases: dict[str, float] = field(default_factory=dict)  # the reference job's own seconds, by phase
     output_metas: list[dict] = field(default_factory=list)  # {"shape", "dtype"} of each output
     judge_key: str | None = None
     judge_generation: int = 0
@@ -86,10 +85,6 @@ class Reference:
                 ref.device_info = {k: str(head.get(k, "")) for k in ("name", "torch", "triton")}
                 peak = head.get("peak_bytes")
                 ref.peak_device_bytes = peak if isinstance(peak, int) and peak > 0 else 0
-                phases = head.get("phases")
-                if isinstance(phases, dict):
-                    ref.phases = {str(k): float(v) for k, v in list(phases.items())[:8]
-                                  if isinstance(v, (int, float)) and not isinstance(v, bool)}
             elif kind == Kind.error:
                 ref.error = ErrorInfo.model_validate(head["error"])
         return ref

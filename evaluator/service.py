@@ -247,7 +247,7 @@ class Evaluator:
             with hold:
                 t1 = time.monotonic()
                 res = self.pool.run(job, timeout_s, sink=self._sink(job))
-        self._trace(job, queued_s=t1 - t0, run_s=time.monotonic() - t1, alone=float(alone))
+        self._trace(job, queued_s=t1 - t0, run_s=time.monotonic() - t1, alone=float(alone), **res.phases())
         if not alone and self._crowded_out(res):
             log.info("a %s job ran out of device memory beside others; running it alone", job["kind"])
             return self._run(job, timeout_s, gpu, alone=True)
@@ -327,14 +327,15 @@ class Evaluator:
                 early = self.pool.wait(submitted, until=wake)
             t2 = time.monotonic()
             if early is not None or submitted.future.done():  # it ended before it was ready to measure
-                self._trace(job, queued_s=t1 - t0, setup_s=t2 - t1)
-                return early or submitted.future.result()
+                res = early or submitted.future.result()
+                self._trace(job, queued_s=t1 - t0, setup_s=t2 - t1, **res.phases())
+                return res
             with self.gpu.exclusive(keep=submitted.job_id, pause=pause), judge_stop:
                 t3 = time.monotonic()
                 self.pool.open_gate(submitted.job_id)
                 res = self.pool.wait(submitted)
         self._trace(job, queued_s=t1 - t0, setup_s=t2 - t1, gpu_wait_s=t3 - t2, measure_s=time.monotonic() - t3,
-                    paused=float(pause))
+                    paused=float(pause), **res.phases())  # type: ignore[union-attr]  # see the return below
         return res  # type: ignore[return-value]  # a wait without `until` always returns the result
 
     # --- reference --------------------------------------------------------------------
@@ -407,8 +408,6 @@ class Evaluator:
             res = self._run_shared(self._job(Job.reference, task, protocol, check_run=self.timed,
                                              evict_in_use=late), max(protocol.timeout_s, REFERENCE_MIN_TIMEOUT_S))
             ref = Reference.from_report(res)
-            if ref.phases:
-                self._trace({"kind": "reference phases"}, **ref.phases)
             if not ref.judge_busy or late:
                 return ref
             self.judge.drop(key)

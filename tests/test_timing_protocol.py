@@ -160,6 +160,34 @@ def test_a_new_best_is_confirmed_by_a_second_measurement_and_a_slower_kernel_is_
         assert len([t for t in ev.trace if t["kind"] == "timing" and t["candidate"]]) == 3
 
 
+def test_the_trace_shows_where_each_jobs_time_went_as_its_worker_reports_it(tmp_path):
+    task = example_task("softmax", warmup_runs=1, timed_runs=3)
+    source = (EXAMPLES / "kernels" / "softmax.py").read_text()
+    with Evaluator(work_dir=tmp_path, cpu_timing=True, baselines=("eager",), trace=True) as ev:
+        result = ev.evaluate(task, source)
+        trace = list(ev.trace or [])
+    assert result.status is Status.correct, result.feedback(300)
+    reference = next(t for t in trace if t["kind"] == "reference")
+    candidate = next(t for t in trace if t["kind"] == "candidate")
+    timed = [t for t in trace if t["kind"] == "timing" and t["candidate"]]
+    assert {"start_s", "cuda_s", "load_s", "inputs_s", "forward_s", "send_s"} <= reference.keys()
+    assert {"start_s", "load_s", "inputs_s", "first_s", "forward_s", "send_s"} <= candidate.keys()
+    assert timed and all({"start_s", "load_s", "first_s", "timed_s"} <= t.keys() for t in timed)
+    # The worker's timed runs happen while the evaluator holds the GPU for it, and its phases
+    # fit within the run the evaluator saw.
+    assert all(t["timed_s"] <= t["measure_s"] + 0.01 for t in timed)
+    parts = sum(candidate[k] for k in ("start_s", "cuda_s", "load_s", "inputs_s", "first_s", "forward_s"))
+    assert parts <= candidate["run_s"] + 0.01
+
+
+def test_a_worker_cannot_put_names_of_its_own_into_the_trace():
+    # Candidate code runs in the worker: what it reports is filtered to the known phases.
+    res = WorkerResult(exit_code=0, signal=None, timed_out=False, elapsed_s=1.0, output_tail="", messages=[
+        ({"kind": "ops", "phases": {"queued_s": 99.0, "first_s": 1.5, "load_s": True, "x" * 500: 1.0}}, []),
+        ({"kind": "timing", "phases": {"timed_s": 2.0}}, [])])
+    assert res.phases() == {"first_s": 1.5}
+
+
 def test_the_judge_is_stopped_while_a_candidate_is_measured_and_runs_again_to_check_its_output(tmp_path):
     task = example_task("softmax", warmup_runs=1, timed_runs=3)
     source = (EXAMPLES / "kernels" / "softmax.py").read_text()
@@ -375,17 +403,14 @@ def _time_in_process(tmp_path, monkeypatch, source: str) -> tuple[int, dict]:
     real = timing.time_model
     monkeypatch.setattr(timing, "time_model", lambda *a, **k: measured.append(1) or real(*a, **k))
 
-    class Reporter:
-        def send(self, head, tensors=None):
+    class Recorder(harness.Reporter):  # no pipe, no gate: keeps what the job reports
+        def _send(self, head, tensors=None):
             sent.append(head)
-
-        def wait_for_gpu(self):
-            pass
 
     try:
         module = harness.load_candidate(source, str(tmp_path))
         task = harness.load_task(example_task("softmax").source)
-        jobs._time({}, Reporter(), module.ModelNew(), task, EvalProtocol(warmup_runs=1, timed_runs=3),
+        jobs._time({}, Recorder(fd=-1), module.ModelNew(), task, EvalProtocol(warmup_runs=1, timed_runs=3),
                    torch.device("cpu"), None, module)
     finally:
         sys.modules.pop("candidate", None)

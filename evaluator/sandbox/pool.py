@@ -28,7 +28,7 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from typing import Callable
 
-from ...common.vocab import Op, Reply
+from ...common.vocab import Op, Phase, Reply
 from . import wire
 from .frames import FrameReader, Sink
 
@@ -41,6 +41,7 @@ PIPE_GRACE_S = 1.0
 PARENT_GONE_S = 10.0
 PAUSE_ACK_S = 5.0  # the parent confirms within its own 0.5 s limit unless it is gone
 _F_SETPIPE_SZ = 1031
+PHASES = frozenset(p.value for p in Phase)  # the only phase names a trace takes from a worker
 
 
 @dataclass
@@ -68,6 +69,16 @@ class WorkerResult:
 
     def all(self, kind: str) -> list[tuple[dict, list]]:
         return [(h, t) for h, t in self.messages if h.get("kind") == kind]
+
+    def phases(self) -> dict[str, float]:
+        """Where the worker says its time went (seconds by phase), from the first report carrying
+        it: a diagnostic for traces, never a fact a verdict rests on."""
+        for head, _ in self.messages:
+            raw = head.get("phases")
+            if isinstance(raw, dict):
+                return {k: float(v) for k, v in raw.items()
+                        if k in PHASES and isinstance(v, (int, float)) and not isinstance(v, bool)}
+        return {}
 
 
 def decode_messages(payload, nonce: str | None = None) -> tuple[list[tuple[dict, list]], str | None, bool]:

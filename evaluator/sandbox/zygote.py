@@ -28,7 +28,7 @@ import sys
 import tempfile
 import time
 
-from ...common.vocab import Job, Op, Reply
+from ...common.vocab import Job, Op, Phase, Reply
 from . import confine
 from .procs import adopt_orphans, children_of, die_with_parent, until_stopped
 
@@ -164,6 +164,7 @@ class Zygote:
     def _become_worker(self, job: dict, w: int, scratch: str, keep: socket.socket | None, cgroup: str | None,
                        setup: int) -> None:
         code = 70
+        forked_at = time.monotonic()
         try:
             os.setsid()
             die_with_parent()
@@ -209,7 +210,9 @@ class Zygote:
 
             runner = {Job.reference: jobs.run_reference, Job.candidate: jobs.run_candidate,
                       Job.timing: jobs.run_timing, Job.profile: profiling.run_profile}[job["kind"]]
-            runner(job, Reporter(w, job.get("nonce"), gate=keep.fileno() if keep else None))
+            rep = Reporter(w, job.get("nonce"), gate=keep.fileno() if keep else None)
+            rep.phases[Phase.start] = time.monotonic() - forked_at  # the sandbox, imports: before any job code
+            runner(job, rep)
             code = 0
         except BaseException:  # noqa: BLE001 - the parent reads the exit code
             import traceback

@@ -15,10 +15,13 @@ import sys
 import time
 import traceback
 import types
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import torch
 
+from ...common.vocab import Phase
 from ..results import EvalProtocol, Status
 from ..sandbox import wire
 from . import guards
@@ -41,6 +44,22 @@ class Reporter:
         self.nonce = nonce
         self.gate = gate
         self.send_s = 0.0  # time spent sending (outputs leave at the pace the evaluator reads them)
+        # Where the job's time went, by phase: a diagnostic for the evaluator's trace, never a
+        # fact a verdict rests on (candidate code runs in this process and could change it).
+        self.phases: dict[str, float] = {}
+
+    @contextmanager
+    def lap(self, phase: str) -> Iterator[None]:
+        """Count the time the block takes toward `phase` (seconds, summed over calls)."""
+        started = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.phases[phase] = self.phases.get(phase, 0.0) + time.perf_counter() - started
+
+    def phase_report(self) -> dict[str, float]:
+        """The phases so far, with the time spent sending, for a job's last report."""
+        return {str(k): round(v, 3) for k, v in {**self.phases, Phase.send.value: self.send_s}.items()}
 
     def send(self, header: dict, tensors: list[torch.Tensor] | None = None) -> None:
         started = time.perf_counter()

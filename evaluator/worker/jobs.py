@@ -6,11 +6,10 @@ Runs inside a forked worker process; it reports facts and decides nothing.
 from __future__ import annotations
 
 import os
-import time
 
 import torch
 
-from ...common.vocab import Kind
+from ...common.vocab import Kind, Phase
 from ..messages import output_checked
 from ..results import EvalProtocol, Status
 from . import guards, harness, timing
@@ -49,10 +48,12 @@ def load_task_or_report(job: dict, rep: Reporter):
 def run_reference(job: dict, rep: Reporter) -> None:
     """Outputs of the reference for every trial, and the facts task validation needs."""
     protocol = EvalProtocol.model_validate(job["protocol"])
-    device = _device(job)
+    with rep.lap(Phase.cuda):
+        device = _device(job)
     try:
-        task = harness.load_task(job["task_source"])
-        model = harness.build_model(task.Model, task, protocol, device)
+        with rep.lap(Phase.load):
+            task = harness.load_task(job["task_source"])
+            model = harness.build_model(task.Model, task, protocol, device)
     except BaseException as exc:  # noqa: BLE001 - any failure of the task is reported
         _fail(rep, Status.import_error, exc, None, "load")
         return
@@ -62,21 +63,17 @@ def run_reference(job: dict, rep: Reporter) -> None:
     if dropout:
         flags.append({"code": "training_dropout",
                       "message": f"dropout in training mode ({', '.join(dropout[:3])}): output is random"})
-    # Where the job's time goes (inputs made, forward run; `rep.send_s`: outputs sent), for the trace.
-    phases = {"inputs_s": 0.0, "forward_s": 0.0}
     try:
         ops: set[str] = set()
         for t in range(protocol.correctness_trials):
-            t0 = time.perf_counter()
-            inputs = harness.make_inputs(task, harness.trial_seed(protocol, t), device)
-            t1 = time.perf_counter()
+            with rep.lap(Phase.inputs):
+                inputs = harness.make_inputs(task, harness.trial_seed(protocol, t), device)
             before = harness.snapshot_inputs(inputs)
-            with guards.recording(poison=False) as rec:
-                outputs = harness.as_outputs(_forward(model, inputs))
-            if device.type == "cuda":
-                torch.cuda.synchronize(device)
-            phases["inputs_s"] += t1 - t0
-            phases["forward_s"] += time.perf_counter() - t1
+            with rep.lap(Phase.forward):
+                with guards.recording(poison=False) as rec:
+                    outputs = harness.as_outputs(_forward(model, inputs))
+                if device.type == "cuda":
+                    torch.cuda.synchronize(device)
             ops |= rec.ops
             if t == 0:
                 if harness.inputs_changed(before, inputs):
@@ -103,8 +100,7 @@ def run_reference(job: dict, rep: Reporter) -> None:
                                          if isinstance(o, torch.Tensor)])
         # The device memory it took at its peak: later jobs of this task reserve that much.
         peak = torch.cuda.max_memory_reserved(device) if device.type == "cuda" else 0
-        rep.send({"kind": Kind.device, **device_info(device), "peak_bytes": int(peak),
-                  "phases": {k: round(v, 3) for k, v in {**phases, "send_s": rep.send_s}.items()}})
+        rep.send({"kind": Kind.device, **device_info(device), "peak_bytes": int(peak), "phases": rep.phase_report()})
     except BaseException as exc:  # noqa: BLE001
         _fail(rep, harness.classify(exc, "run"), exc, None, "run")
         return
@@ -134,15 +130,18 @@ def run_candidate(job: dict, rep: Reporter) -> None:
     """Load the candidate and run the correctness trials, reporting what it did."""
     protocol = EvalProtocol.model_validate(job["protocol"])
     source = job["candidate_source"]
-    device = _device(job)
+    with rep.lap(Phase.cuda):
+        device = _device(job)
     counter = guards.LaunchCounter()
     counter.install()
     flag_guard = guards.FlagGuard()
-    task = load_task_or_report(job, rep)
+    with rep.lap(Phase.load):
+        task = load_task_or_report(job, rep)
     if task is None:
         return
     try:
-        module = harness.load_candidate(source, job["scratch"])
+        with rep.lap(Phase.load):
+            module = harness.load_candidate(source, job["scratch"])
     except BaseException as exc:  # noqa: BLE001
         status = Status.syntax_error if isinstance(exc, SyntaxError) else harness.classify(exc, "import")
         _fail(rep, status, exc, source, "import")
@@ -155,19 +154,23 @@ def run_candidate(job: dict, rep: Reporter) -> None:
                   "error": {"error_class": "AttributeError", "message": "candidate defines no ModelNew"}})
         return
     try:
-        model = harness.build_model(cls, task, protocol, device)
+        with rep.lap(Phase.load):
+            model = harness.build_model(cls, task, protocol, device)
     except BaseException as exc:  # noqa: BLE001
         _fail(rep, harness.classify(exc, "init"), exc, source, "init")
         return
     ops: set[str] = set()
     for t in range(protocol.correctness_trials):
         try:
-            inputs = harness.make_inputs(task, harness.trial_seed(protocol, t), device)
+            with rep.lap(Phase.inputs):
+                inputs = harness.make_inputs(task, harness.trial_seed(protocol, t), device)
             before = harness.snapshot_inputs(inputs)
-            with guards.recording(poison=True) as rec:
-                outputs = harness.as_outputs(_forward(model, inputs))
-            if device.type == "cuda":
-                torch.cuda.synchronize(device)
+            # The first forward compiles the candidate's kernels: its own phase.
+            with rep.lap(Phase.forward if t else Phase.first):
+                with guards.recording(poison=True) as rec:
+                    outputs = harness.as_outputs(_forward(model, inputs))
+                if device.type == "cuda":
+                    torch.cuda.synchronize(device)
         except BaseException as exc:  # noqa: BLE001
             _fail(rep, harness.classify(exc, "run"), exc, source, "run")
             return
@@ -183,23 +186,25 @@ def run_candidate(job: dict, rep: Reporter) -> None:
             return
         rep.send({"kind": Kind.trial, "trial": t, "launches": counter.count}, outputs)
     rep.send({"kind": Kind.ops, "ops": sorted(guards.compute_ops(ops)), "launches": counter.count,
-              "flags_reset": flag_guard.restore()})
+              "flags_reset": flag_guard.restore(), "phases": rep.phase_report()})
     rep.send({"kind": Kind.done})
 
 
 def run_timing(job: dict, rep: Reporter) -> None:
     """Time a model (candidate or reference) under the protocol; report samples and last output."""
     protocol = EvalProtocol.model_validate(job["protocol"])
-    device = _device(job)
+    with rep.lap(Phase.cuda):
+        device = _device(job)
     source = job.get("candidate_source")
     flag_guard = guards.FlagGuard()
     try:
-        task = harness.load_task(job["task_source"])
-        module = harness.load_candidate(source, job["scratch"]) if source else None
-        cls = module.ModelNew if module is not None else task.Model
-        model = harness.build_model(cls, task, protocol, device)
-        if job.get("compile") and not source:
-            model = _compiled(model, job)
+        with rep.lap(Phase.load):
+            task = harness.load_task(job["task_source"])
+            module = harness.load_candidate(source, job["scratch"]) if source else None
+            cls = module.ModelNew if module is not None else task.Model
+            model = harness.build_model(cls, task, protocol, device)
+            if job.get("compile") and not source:
+                model = _compiled(model, job)
     except BaseException as exc:  # noqa: BLE001
         _fail(rep, harness.classify(exc, "import"), exc, source, "load")
         return
@@ -259,9 +264,10 @@ def tuned(tuners: list) -> list[str]:
 
 def _time(job, rep, model, task, protocol: EvalProtocol, device, flag_guard: guards.FlagGuard | None = None,
           module=None) -> None:
-    variants = [harness.make_inputs(task, harness.timing_seed(protocol, v), device)
-                for v in range(harness.TIMING_VARIANTS)]
-    live = [x.clone() if isinstance(x, torch.Tensor) else x for x in variants[0]]
+    with rep.lap(Phase.inputs):
+        variants = [harness.make_inputs(task, harness.timing_seed(protocol, v), device)
+                    for v in range(harness.TIMING_VARIANTS)]
+        live = [x.clone() if isinstance(x, torch.Tensor) else x for x in variants[0]]
 
     def prepare(i: int) -> None:
         # Refresh the inputs in place, outside the timed region: same pointers, new values.
@@ -280,27 +286,30 @@ def _time(job, rep, model, task, protocol: EvalProtocol, device, flag_guard: gua
     # The first call compiles (and autotunes): it runs before the gate, alongside other
     # processes' work; only what follows has the GPU to itself. Autotuners are looked for after
     # it, so one made on first use (inside a class, a closure) is found too.
-    prepare(0)
-    run(0)
-    sync()
+    with rep.lap(Phase.first):
+        prepare(0)
+        run(0)
+        sync()
     tuners = harness.autotuners(module) if module is not None else []
     rep.wait_for_gpu()
     # Those choices were made while other work shared the GPU: tune again, now, on a quiet GPU
     # (as a process alone on it would), once per input variant and before any timed run.
     if tuners:
-        retune(tuners)
-        for v in range(harness.TIMING_VARIANTS):
-            prepare(v)
-            run(v)
-        sync()
+        with rep.lap(Phase.retune):
+            retune(tuners)
+            for v in range(harness.TIMING_VARIANTS):
+                prepare(v)
+                run(v)
+            sync()
     chosen = {id(t): dict(t.cache) for t in tuners}
     # Flags a candidate changed at import are put back before anything is measured.
     if flag_guard:
         flag_guard.restore()
 
     def measure():
-        return timing.time_model(run, prepare, warmup=protocol.warmup_runs, runs=protocol.timed_runs,
-                                 flush_l2=protocol.flush_l2, device=device)
+        with rep.lap(Phase.timed):
+            return timing.time_model(run, prepare, warmup=protocol.warmup_runs, runs=protocol.timed_runs,
+                                     flush_l2=protocol.flush_l2, device=device)
 
     measured = measure()
     if any(dict(t.cache) != chosen[id(t)] for t in tuners):
@@ -316,7 +325,7 @@ def _time(job, rep, model, task, protocol: EvalProtocol, device, flag_guard: gua
               "flush_ms": measured.flush_ms,
               "method": "cuda_events" if device.type == "cuda" else "host_clock",
               "replaced": guards.replaced_functions(), "flags_reset": reset,
-              "autotuned": tuned(tuners)}, outputs)
+              "autotuned": tuned(tuners), "phases": rep.phase_report()}, outputs)
 
 
 def _check_clean(rep: Reporter, flag_guard: guards.FlagGuard, phase: str) -> bool:
