@@ -3,6 +3,8 @@
 import os
 import subprocess
 import sys
+import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -158,6 +160,41 @@ def test_a_new_best_is_confirmed_by_a_second_measurement_and_a_slower_kernel_is_
         second = ev.evaluate(task, source + "\n# another copy\n")
         assert second.status is Status.correct and second.timing_note is None
         assert len([t for t in ev.trace if t["kind"] == "timing" and t["candidate"]]) == 3
+
+
+def timed_at(median_ms: float) -> EvalResult:
+    return EvalResult(status=Status.correct, timing=TimingStats(mean_ms=median_ms, median_ms=median_ms, std_ms=0.0,
+                                                                 min_ms=median_ms, runs=3))
+
+
+def test_kernels_timed_together_wait_for_a_faster_ones_confirmation_instead_of_each_measuring_again(tmp_path):
+    task = example_task("softmax")
+    started, release, measured = threading.Event(), threading.Event(), []
+
+    def second_measurement(task, source, protocol, ref, checked):
+        measured.append(source)
+        started.set()
+        release.wait(30)
+        return timed_at({"a": 1.0, "c": 0.5}[source])
+
+    with Evaluator(device="cpu", work_dir=tmp_path, baselines=("eager",)) as ev:
+        ev._time_candidate = second_measurement
+
+        def confirm(source: str, first_ms: float) -> EvalResult:
+            return ev._confirm_if_best(task, source, task.protocol, Reference(), timed_at(first_ms), timed_at(first_ms))
+
+        with ThreadPoolExecutor(3) as ex:
+            a = ex.submit(confirm, "a", 1.0)
+            assert started.wait(30)
+            b = ex.submit(confirm, "b", 1.0005)  # no faster than a, whose confirmation is under way: waits
+            c = ex.submit(confirm, "c", 0.5)  # faster than anything measured: confirmed at once, alongside
+            time.sleep(0.5)
+            assert not b.done() and sorted(measured) == ["a", "c"]
+            release.set()
+            results = {name: f.result(30) for name, f in (("a", a), ("b", b), ("c", c))}
+    assert sorted(measured) == ["a", "c"]  # b was measured once: it is no new best
+    assert results["b"].timing_note is None
+    assert "a new best" in (results["a"].timing_note or "") and "a new best" in (results["c"].timing_note or "")
 
 
 def test_the_trace_shows_where_each_jobs_time_went_as_its_worker_reports_it(tmp_path):
