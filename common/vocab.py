@@ -102,6 +102,7 @@ class Kind(Name):
     infra = "infra"  # a failure of ours, not the candidate's
     violation = "violation"  # the candidate broke a rule while running
     done = "done"  # the job ran to its end (always last)
+    compiled = "compiled"  # a candidate's compiled kernels (its own Triton cache), for its timing jobs
     timing = "timing"  # timing samples and the check run's outputs
     peaks = "peaks"  # device peaks (profile job)
     floor = "floor"  # the task's floor (profile job)

@@ -56,13 +56,15 @@ class TimingHead(FrameHead, total=False):
     autotuned: list[str]
 
 
-class RunRequest(TypedDict):
-    """`Op.run`: a job for a fresh worker."""
+class RunRequest(TypedDict, total=False):
+    """`Op.run`: a job for a fresh worker. Its `bytes` values travel as blobs beside the header;
+    `blob_keys` names them in order."""
 
     op: str
     job_id: str
     timeout_s: float
     job: dict[str, Any]
+    blob_keys: list[str]
 
 
 class FinishedReply(TypedDict, total=False):
@@ -76,6 +78,11 @@ class FinishedReply(TypedDict, total=False):
     elapsed_s: float
     output_tail: str
     infra: str
+
+
+# A candidate's compiled kernels (its job's own Triton cache, as a tar) handed to its timing jobs,
+# so that they load what the correctness job compiled instead of compiling it again: at most this.
+COMPILED_MAX_BYTES = 16 << 20
 
 
 def output_checked(job: dict[str, Any]) -> bool:

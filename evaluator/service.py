@@ -23,7 +23,7 @@ from . import lint
 from .baselines import BASELINES, BaselineKey, Baselines, BaselineStore
 from .device_memory import ALONE, DeviceMemory
 from .judge.client import JudgeClient, JudgeError, KeysInUse
-from .messages import output_checked
+from .messages import COMPILED_MAX_BYTES, output_checked
 from .reference import Reference
 from .results import ErrorInfo, EvalProtocol, EvalResult, Status, TaskFlag, TaskValidation, TimingStats
 from .sandbox import confine
@@ -73,6 +73,27 @@ def default_parallel(is_gpu: bool, members: int = 1) -> int:
     cores (each child also holds a CUDA context); interpreter runs are heavier, up to 4."""
     cores = max(1, usable_cores() // max(1, members))
     return max(1, min(8 if is_gpu else 4, cores))
+
+
+def compiled_size(metas: list) -> int:
+    """Bytes of a `Kind.compiled` frame's one uint8 tensor (more than any limit if it is not that)."""
+    if len(metas) != 1 or not isinstance(metas[0], dict) or metas[0].get("dtype") != "uint8":
+        return COMPILED_MAX_BYTES + 1
+    n = 1
+    for d in metas[0].get("shape") or []:
+        n *= int(d)
+    return n
+
+
+def compiled_kernels(res: WorkerResult) -> bytes | None:
+    """The candidate's compiled kernels its correctness job handed on (a tar), if it sent any."""
+    msg = res.first(Kind.compiled)
+    if msg is None or len(msg[1]) != 1 or not isinstance(msg[1][0], torch.Tensor):
+        return None
+    blob = msg[1][0]
+    if blob.dtype != torch.uint8 or blob.numel() > COMPILED_MAX_BYTES:
+        return None
+    return blob.contiguous().numpy().tobytes()
 
 
 def disturbed(head: dict) -> bool:
@@ -232,6 +253,8 @@ class Evaluator:
                 if before_timing is not None:
                     before_timing()
                 return self.judge.receiver(key, "check", "compare", metas, tolerance, -1)
+            if candidate and kind == Kind.compiled and compiled_size(metas) <= COMPILED_MAX_BYTES:
+                return None  # kept here, for the candidate's timing jobs
             return Discard()
         return sink
 
@@ -563,22 +586,23 @@ class Evaluator:
         ref = self._reference(task, protocol)
         if ref.error is not None:
             return self._reference_failed(ref)
-        res = self._run_shared(self._job(Job.candidate, task, protocol, candidate_source=source), protocol.timeout_s)
+        res = self._run_shared(self._job(Job.candidate, task, protocol, candidate_source=source,
+                                         hand_on_compiled=self.timed), protocol.timeout_s)
         result = correctness_verdict(res, ref, protocol, static.issues)
         if result.status is Status.correct and self.timed:
             ref.baselines_ready.wait()
             if ref.error is not None:
                 return self._reference_failed(ref)
-            checked = result
-            result = self._time_candidate(task, source, protocol, ref, checked)
+            checked, compiled = result, compiled_kernels(res)
+            result = self._time_candidate(task, source, protocol, ref, checked, compiled)
             if result.status is Status.correct and result.timing is not None:
-                result = self._confirm_if_best(task, source, protocol, ref, checked, result)
+                result = self._confirm_if_best(task, source, protocol, ref, checked, result, compiled)
         elif result.status is Status.correct:
             result = result.model_copy(update={"timing_note": NO_GPU_NOTE})
         return result
 
     def _confirm_if_best(self, task: Task, source: str, protocol: EvalProtocol, ref: Reference, checked: EvalResult,
-                         timed: EvalResult) -> EvalResult:
+                         timed: EvalResult, compiled: bytes | None = None) -> EvalResult:
         """A timing faster than any this evaluator has reported for the task is measured again in a
         fresh process before it is reported; the slower of the two stands, so a new best is never
         the luck of one run.
@@ -599,7 +623,7 @@ class Evaluator:
                 self._best_changed.wait()
             self._confirming.setdefault(key, []).append(first)
         try:
-            again = self._time_candidate(task, source, protocol, ref, checked)
+            again = self._time_candidate(task, source, protocol, ref, checked, compiled)
             if again.status is not Status.correct or again.timing is None:
                 return again  # the second run found what the first did not: that is the verdict
             second = again.timing.median_ms
@@ -628,6 +652,10 @@ class Evaluator:
         return self._remembered((task.task_id, source_hash(source), self.device, protocol.key()))
 
     def _time_candidate(self, task: Task, source: str, protocol: EvalProtocol, ref: Reference,
-                        result: EvalResult) -> EvalResult:
-        res = self._run_timed(self._job(Job.timing, task, protocol, candidate_source=source), protocol.timeout_s)
+                        result: EvalResult, compiled: bytes | None = None) -> EvalResult:
+        """Time a correct candidate in a fresh worker; `compiled`: the kernels its correctness job
+        compiled, loaded instead of compiled again (the candidate's own, used by its own jobs only)."""
+        extra = {"compiled": compiled} if compiled else {}
+        res = self._run_timed(self._job(Job.timing, task, protocol, candidate_source=source, **extra),
+                              protocol.timeout_s)
         return timing_verdict(res, ref, protocol, result)

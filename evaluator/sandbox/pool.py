@@ -261,9 +261,12 @@ class WorkerPool:
             fut.set_result(_infra(str(exc)))
             return Submitted(job_id, fut)
         nonce = secrets.token_hex(16)
-        frame = wire.pack({"op": Op.run, "job_id": job_id, "timeout_s": timeout_s,
-                           "job": {**job, "work_dir": self.work_dir, "nonce": nonce,
-                                   "gated": on_ready is not None}})
+        # Bytes (a candidate's compiled kernels) travel as blobs beside the JSON header.
+        blob_keys = [k for k, v in job.items() if isinstance(v, (bytes, bytearray))]
+        plain = {k: v for k, v in job.items() if k not in blob_keys}
+        frame = wire.pack({"op": Op.run, "job_id": job_id, "timeout_s": timeout_s, "blob_keys": blob_keys,
+                           "job": {**plain, "work_dir": self.work_dir, "nonce": nonce,
+                                   "gated": on_ready is not None}}, [job[k] for k in blob_keys])
         r, w = os.pipe()
         _widen(r)
         running = _Running(job_id, nonce, fut, r, on_ready, sink)

@@ -88,11 +88,12 @@ class Zygote:
             if len(self.inbuf) < 8 + n:
                 break
             body, self.inbuf = self.inbuf[8:8 + n], self.inbuf[8 + n:]
-            head, _ = wire.unpack(body)
+            head, blobs = wire.unpack(body)
             op = head.get("op")
             if op == Op.run:
+                job = {**head["job"], **{k: bytes(b) for k, b in zip(head.get("blob_keys") or [], blobs)}}
                 # Every run request was sent with its result pipe, which arrives with its first byte.
-                self._spawn(head["job_id"], head["job"], float(head["timeout_s"]), self.fds.popleft())
+                self._spawn(head["job_id"], job, float(head["timeout_s"]), self.fds.popleft())
             elif op == Op.go:
                 # a missing id finds no child
                 self._open_gate(self.children.get(head.get("job_id")))  # type: ignore[arg-type]

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import gc
 import importlib.util
+import io
 import linecache
 import os
 import sys
+import tarfile
 import time
 import traceback
 import types
@@ -22,6 +24,7 @@ from typing import Any
 import torch
 
 from ...common.vocab import Phase
+from ..messages import COMPILED_MAX_BYTES
 from ..results import EvalProtocol, Status
 from ..sandbox import wire
 from . import guards
@@ -100,6 +103,54 @@ def load_task(source: str) -> types.ModuleType:
     linecache.cache[TASK_FILENAME] = (len(source), None, source.splitlines(True), TASK_FILENAME)
     exec(compile(source, TASK_FILENAME, "exec"), module.__dict__)
     return module
+
+
+# --- compiled kernels, handed from a candidate's correctness job to its timing jobs ----------------
+
+def own_cache(scratch: str) -> str | None:
+    """This job's Triton cache when it is its own (inside its scratch, as the full sandbox makes
+    it); None when the cache is shared with other jobs (nothing to hand on, nothing to fill)."""
+    cache = os.environ.get("TRITON_CACHE_DIR")
+    if not cache or not scratch:
+        return None
+    cache, scratch = os.path.realpath(cache), os.path.realpath(scratch)
+    return cache if cache.startswith(scratch + os.sep) else None
+
+
+def pack_compiled(scratch: str, limit: int = COMPILED_MAX_BYTES) -> bytes | None:
+    """The job's own Triton cache as one uncompressed tar of its regular files, or None when the
+    cache is not its own, is empty, or would exceed `limit` bytes."""
+    cache = own_cache(scratch)
+    if cache is None or not os.path.isdir(cache):
+        return None
+    out, total = io.BytesIO(), 0
+    with tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for folder, _dirs, files in os.walk(cache):
+            for name in sorted(files):
+                path = os.path.join(folder, name)
+                if os.path.islink(path) or not os.path.isfile(path):
+                    continue
+                total += os.path.getsize(path) + 1024
+                if total > limit:
+                    return None
+                tar.add(path, arcname=os.path.relpath(path, cache), recursive=False)
+    return out.getvalue() if total else None
+
+
+def unpack_compiled(blob: bytes, scratch: str) -> bool:
+    """Fill the job's own Triton cache from `pack_compiled`'s tar: files and folders only, nothing
+    outside the cache (tarfile's "data" filter refuses links, devices, absolute and parent
+    paths). Whether anything was written; a tar it refuses leaves the kernels to compile anew."""
+    cache = own_cache(scratch)
+    if cache is None or len(blob) > COMPILED_MAX_BYTES:
+        return False
+    try:
+        with tarfile.open(fileobj=io.BytesIO(blob), mode="r:") as tar:
+            members = [m for m in tar.getmembers() if m.isfile() or m.isdir()]
+            tar.extractall(cache, members=members, filter="data")
+    except (tarfile.TarError, OSError, ValueError):
+        return False
+    return bool(members)
 
 
 def load_candidate(source: str, scratch: str) -> types.ModuleType:

@@ -185,6 +185,10 @@ def run_candidate(job: dict, rep: Reporter) -> None:
             rep.send({"kind": Kind.violation, "reason": violation})
             return
         rep.send({"kind": Kind.trial, "trial": t, "launches": counter.count}, outputs)
+    if job.get("hand_on_compiled"):  # what it compiled, so that its timing jobs need not compile it again
+        compiled = harness.pack_compiled(job["scratch"])
+        if compiled:
+            rep.send({"kind": Kind.compiled}, [torch.frombuffer(bytearray(compiled), dtype=torch.uint8)])
     rep.send({"kind": Kind.ops, "ops": sorted(guards.compute_ops(ops)), "launches": counter.count,
               "flags_reset": flag_guard.restore(), "phases": rep.phase_report()})
     rep.send({"kind": Kind.done})
@@ -197,6 +201,8 @@ def run_timing(job: dict, rep: Reporter) -> None:
         device = _device(job)
     source = job.get("candidate_source")
     flag_guard = guards.FlagGuard()
+    if source and job.get("compiled"):  # the kernels its correctness job compiled, before anything loads
+        harness.unpack_compiled(job["compiled"], job["scratch"])
     try:
         with rep.lap(Phase.load):
             task = harness.load_task(job["task_source"])
