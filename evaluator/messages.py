@@ -82,7 +82,7 @@ class FinishedReply(TypedDict, total=False):
 
 # A candidate's compiled kernels (its job's own Triton cache, as a tar) handed to its timing jobs,
 # so that they load what the correctness job compiled instead of compiling it again: at most this.
-COMPILED_MAX_BYTES = 16 << 20
+COMPILED_MAX_BYTES = 32 << 20
 
 
 def output_checked(job: dict[str, Any]) -> bool:

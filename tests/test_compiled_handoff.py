@@ -78,15 +78,20 @@ def test_a_forged_tar_writes_nothing_outside_the_jobs_cache(job_cache, tmp_path)
     assert not harness.unpack_compiled(bytes(COMPILED_MAX_BYTES + 1), str(scratch))
 
 
-# Counts its forward calls. Found in its timing job, the file it left in its own Triton cache in
-# its correctness job lets it run on; without it, any call past the correctness trials fails.
+# Counts its forward calls. Found whole in its timing job, the file it left in its own Triton cache
+# in its correctness job lets it run on; without it, any call past the correctness trials fails.
+# What it leaves is 12 MB with its digest beside it, so the hand-off must carry a large cache intact.
 HANDED_ON = textwrap.dedent('''
-    import os
+    import hashlib, os
     _cache = os.environ["TRITON_CACHE_DIR"]
     _marker = os.path.join(_cache, "handed-on", "marker")
-    FOUND = os.path.exists(_marker)
-    os.makedirs(os.path.dirname(_marker), exist_ok=True)
-    open(_marker, "w").write("compiled here")
+    FOUND = os.path.exists(_marker) and hashlib.sha256(open(_marker, "rb").read()).hexdigest() == \\
+        open(_marker + ".sha256").read()
+    if not os.path.exists(_marker):
+        os.makedirs(os.path.dirname(_marker), exist_ok=True)
+        _data = os.urandom(12 << 20)
+        open(_marker, "wb").write(_data)
+        open(_marker + ".sha256", "w").write(hashlib.sha256(_data).hexdigest())
     CALLS = 0
 ''')
 

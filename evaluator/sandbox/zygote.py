@@ -65,7 +65,7 @@ class Zygote:
         self.sel.register(ctrl, selectors.EVENT_READ, None)
         self.children: dict[str, Child] = {}
         self.fds: collections.deque[int] = collections.deque()  # result pipes, in request order
-        self.inbuf = b""
+        self.inbuf = bytearray()  # grows in place: a request with a blob arrives in many pieces
         self.running = True
         self.orphans: set[int] = set()  # killed, not yet reaped
         self.next_sweep = 0.0
@@ -87,7 +87,8 @@ class Zygote:
             n = int.from_bytes(self.inbuf[:8], "little")
             if len(self.inbuf) < 8 + n:
                 break
-            body, self.inbuf = self.inbuf[8:8 + n], self.inbuf[8 + n:]
+            body = bytes(self.inbuf[8:8 + n])
+            del self.inbuf[:8 + n]
             head, blobs = wire.unpack(body)
             op = head.get("op")
             if op == Op.run:
