@@ -171,7 +171,7 @@ def test_kernels_timed_together_wait_for_a_faster_ones_confirmation_instead_of_e
     task = example_task("softmax")
     started, release, measured = threading.Event(), threading.Event(), []
 
-    def second_measurement(task, source, protocol, ref, checked):
+    def second_measurement(task, source, protocol, ref, checked, compiled=None):
         measured.append(source)
         started.set()
         release.wait(30)
