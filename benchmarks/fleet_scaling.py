@@ -208,7 +208,7 @@ def report(phases: list[dict], work: Workload, args, device: str) -> tuple[str, 
     lines = [f"# Fleet scaling ({f'CPU check{shrunk}, interpreter' if args.cpu_check else device})", "",
              f"{work.title} x {args.copies} copies, all submitted at once; a fresh fleet and work_dir per phase.",
              "", f"| {unit} | candidates | wall s | candidates/hour | p50 latency s | p95 latency s | "
-             "candidates per member | tasks whose reference is on 2+ members | start-up s | first result s |",
+             "candidates per member | tasks whose reference is on 2+ members | start-up s | first correct s |",
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     rates, steady, problems, cheats = {}, {}, [], []
     expected = {k: e for _, k, e in work.pairs}
@@ -220,9 +220,12 @@ def report(phases: list[dict], work: Workload, args, device: str) -> tuple[str, 
         c = ph["candidates"]
         lat = [r["latency_s"] for r in c.values()]
         rates[ph["gpus"]] = len(c) / ph["wall_s"] * 3600
-        first = min(lat)
-        if len(lat) > 1 and max(lat) > first:  # the rate once results flow (references built, first compiles done)
-            steady[ph["gpus"]] = (len(lat) - 1) / (max(lat) - first) * 3600
+        # The rate once results flow: from the first timed (correct) result, when references are
+        # built and the first kernels compiled, to the last (failures found early come sooner).
+        first = min((r["latency_s"] for r in c.values() if r["status"] == "correct"), default=min(lat))
+        after = [x for x in lat if x > first]
+        if after:
+            steady[ph["gpus"]] = len(after) / (max(lat) - first) * 3600
         per = [sum(r["member"] == i for r in c.values()) for i in range(ph["gpus"])]
         shared = sum(len(ms) > 1 for ms in ph.get("homes", {}).values())
         lines.append(f"| {ph['gpus']} | {len(c)} | {ph['wall_s']:.1f} | {rates[ph['gpus']]:.0f} | "
@@ -237,7 +240,7 @@ def report(phases: list[dict], work: Workload, args, device: str) -> tuple[str, 
         if n > 1 and 1 in rates:
             lines.append(f"**Scaling ({n} {unit} / 1): {rate / rates[1]:.2f}x** (target >= {0.9 * n:.1f})")
             if n in steady and 1 in steady:
-                lines.append(f"From each phase's first result to its last: {steady[n] / steady[1]:.2f}x "
+                lines.append(f"From each phase's first correct result to its last: {steady[n] / steady[1]:.2f}x "
                              f"({steady[1]:.0f} and {steady[n]:.0f} candidates/hour).")
     for ph in phases:
         for i, trace in enumerate(ph.get("trace") or []):
