@@ -8,6 +8,12 @@ python3 -m pip install -q --upgrade --no-index --no-deps --no-compile --no-cache
 export PYTHONPATH=/tmp/site PATH=/tmp/site/bin:$PATH PYTHONUNBUFFERED=1
 out=${OUT:-/tmp/out}; mkdir -p "$out"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/device.txt"
+# `on_half I CMD...`: CMD on GPU I of a two-GPU machine, confined to its half of the cores
+# (one H200 machine's share: a GPU and 16 cores)
+on_half() {
+  local i=$1 half=$(( $(nproc --all) / 2 )); shift
+  CUDA_VISIBLE_DEVICES=$i taskset -c $((i * half))-$((i * half + half - 1)) "$@"
+}
 python3 -c "import torch, triton, adaexplore.evaluator as e; print('torch', torch.__version__, 'triton', triton.__version__, e.__file__)" | tee -a "$out/device.txt"
 case "${1:-tests}" in
   tests)  # the whole suite, GPU-only tests included; two workers (timings still exclusive:
@@ -56,10 +62,9 @@ case "${1:-tests}" in
     # every other task of each level (kernelbench_suite.py --shard); rows in $out/kb.0.jsonl and kb.1.jsonl,
     # resumed from carried .kbrun/kb.0.jsonl and kb.1.jsonl; then one summary of both (kb.md)
     shift
-    half=$(( $(nproc --all) / 2 ))
     for i in 0 1; do
       [ -f ".kbrun/kb.$i.jsonl" ] && cp ".kbrun/kb.$i.jsonl" "$out/kb.$i.jsonl"
-      CUDA_VISIBLE_DEVICES=$i taskset -c $((i * half))-$((i * half + half - 1)) timeout "${SUITE_TIMEOUT:-560}" \
+      on_half "$i" timeout "${SUITE_TIMEOUT:-560}" \
         python3 benchmarks/kernelbench_suite.py --problems .kb --jsonl "$out/kb.$i.jsonl" --markdown "$out/kb.$i.md" \
         --shard "$i/2" "$@" > /dev/null 2> "$out/kb.$i.log" &
     done
@@ -103,12 +108,11 @@ case "${1:-tests}" in
       --json-out "$out/vs_field.json" --markdown "$out/vs_field.md" "$@" 2> "$out/vs_field.log"
     cat "$out/vs_field.md"; tail -25 "$out/vs_field.log" ;;
   vs-field-pair)  # both shapes at once on a two-GPU machine: search on GPU 0, first contact on GPU 1,
-    # each process confined to its half of the cores (one H200 machine's share: a GPU and 16 cores)
+    # each process on its half of the cores
     shift
-    half=$(( $(nproc --all) / 2 ))
     for i in 0 1; do
       shape=search; [ "$i" = 1 ] && shape=first
-      CUDA_VISIBLE_DEVICES=$i taskset -c $((i * half))-$((i * half + half - 1)) timeout 585 python3 benchmarks/vs_field.py \
+      on_half "$i" timeout 585 python3 benchmarks/vs_field.py \
         --problems .kb --field-harness .kbh/run_harness.py --shape $shape --json-out "$out/vs_field_$shape.json" \
         --markdown "$out/vs_field_$shape.md" "$@" > /dev/null 2> "$out/vs_field_$shape.log" &
     done

@@ -189,26 +189,30 @@ def judge_line(ev) -> str:
             f" ({rate:.2f} GB/s per stream).\n")
 
 
-PHASES = ("queued_s", "run_s", "setup_s", "gpu_wait_s", "measure_s",  # the evaluator's clock
-          "start_s", "cuda_s", "load_s", "inputs_s", "first_s", "forward_s", "timed_s", "send_s")  # the workers'
+def phase_columns() -> tuple[str, ...]:
+    """The evaluator's clock, then the phases its workers report (`Phase`)."""
+    from adaexplore.common.vocab import Phase
+
+    return ("queued_s", "run_s", "setup_s", "gpu_wait_s", "measure_s", *(p.value for p in Phase))
 
 
 def where_time_went(trace: list[dict], wall_s: float) -> str:
     """Worker jobs of this run by kind: how many, and their summed seconds per phase."""
+    phases = phase_columns()
     groups: dict[str, dict[str, float]] = {}
     for t in trace:
         name = f"{getattr(t['kind'], 'value', t['kind'])}{' (candidate)' if t.get('candidate') else ''}{' alone' if t.get('alone') else ''}"
         g = groups.setdefault(name, {"jobs": 0})
         g["jobs"] += 1
-        for phase in PHASES:
+        for phase in phases:
             if phase in t:
                 g[phase] = g.get(phase, 0.0) + float(t[phase])
     lines = [f"Where the time went ({wall_s:.0f} s of wall clock; seconds summed over jobs):", "",
-             "| jobs | count | " + " | ".join(p.removesuffix("_s").replace("_", " ") + " s" for p in PHASES) + " |",
-             "|---|---|" + "---|" * len(PHASES)]
+             "| jobs | count | " + " | ".join(p.removesuffix("_s").replace("_", " ") + " s" for p in phases) + " |",
+             "|---|---|" + "---|" * len(phases)]
     for name, g in sorted(groups.items()):
         lines.append(f"| {name} | {int(g['jobs'])} | " + " | ".join(
-            f"{g.get(p, 0):.0f}" for p in PHASES) + " |")
+            f"{g.get(p, 0):.0f}" for p in phases) + " |")
     return "\n".join(lines) + "\n"
 
 

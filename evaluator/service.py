@@ -26,7 +26,7 @@ from .judge.client import JudgeClient, JudgeError, KeysInUse
 from .messages import COMPILED_MAX_BYTES, output_checked
 from .reference import Reference
 from .results import ErrorInfo, EvalProtocol, EvalResult, Status, TaskFlag, TaskValidation, TimingStats
-from .sandbox import confine
+from .sandbox import confine, wire
 from .sandbox.frames import Discard
 from .sandbox.gpu_lock import GpuLock, default_lock_dir, physical_gpu_id
 from .sandbox.pool import WorkerPool, WorkerResult
@@ -75,25 +75,13 @@ def default_parallel(is_gpu: bool, members: int = 1) -> int:
     return max(1, min(8 if is_gpu else 4, cores))
 
 
-def compiled_size(metas: list) -> int:
-    """Bytes of a `Kind.compiled` frame's one uint8 tensor (more than any limit if it is not that)."""
-    if len(metas) != 1 or not isinstance(metas[0], dict) or metas[0].get("dtype") != "uint8":
-        return COMPILED_MAX_BYTES + 1
-    n = 1
-    for d in metas[0].get("shape") or []:
-        n *= int(d)
-    return n
-
-
 def compiled_kernels(res: WorkerResult) -> bytes | None:
-    """The candidate's compiled kernels its correctness job handed on (a tar), if it sent any."""
+    """The candidate's compiled kernels its correctness job handed on (a tar), if it sent any
+    that the sink kept (one uint8 tensor within COMPILED_MAX_BYTES)."""
     msg = res.first(Kind.compiled)
     if msg is None or len(msg[1]) != 1 or not isinstance(msg[1][0], torch.Tensor):
         return None
-    blob = msg[1][0]
-    if blob.dtype != torch.uint8 or blob.numel() > COMPILED_MAX_BYTES:
-        return None
-    return blob.contiguous().numpy().tobytes()
+    return msg[1][0].contiguous().numpy().tobytes()
 
 
 def disturbed(head: dict) -> bool:
@@ -253,8 +241,9 @@ class Evaluator:
                 if before_timing is not None:
                     before_timing()
                 return self.judge.receiver(key, "check", "compare", metas, tolerance, -1)
-            if candidate and kind == Kind.compiled and compiled_size(metas) <= COMPILED_MAX_BYTES:
-                return None  # kept here, for the candidate's timing jobs
+            if candidate and kind == Kind.compiled and len(metas) == 1 and metas[0]["dtype"] == "uint8" \
+                    and wire.meta_nbytes(metas[0]) <= COMPILED_MAX_BYTES:
+                return None  # kept here (metas are checked by now), for the candidate's timing jobs
             return Discard()
         return sink
 

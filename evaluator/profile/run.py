@@ -42,7 +42,7 @@ def run_profile(job: dict, rep) -> None:
     from ..worker import jobs
 
     protocol = EvalProtocol.model_validate(job["protocol"])
-    device = jobs._device(job)
+    device = jobs._device(job, rep)
     notes: list[str] = []
 
     def note(text: str) -> None:

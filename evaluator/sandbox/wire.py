@@ -66,7 +66,7 @@ def write_message(fd: int, obj: dict, blobs: list | None = None) -> None:
             write_frame(fd, part)
 
 
-def unpack(body: bytes) -> tuple[dict, list[memoryview]]:
+def unpack(body: bytes | bytearray) -> tuple[dict, list[memoryview]]:
     """Inverse of :func:`pack` without the outer length prefix."""
     view = memoryview(body)
     if len(view) < _LEN.size:
@@ -222,11 +222,20 @@ def check_meta(meta, nbytes: int) -> None:
         raise WireError(f"dtype not allowed: {dtype_name!r}")
     if not isinstance(shape, list) or not all(isinstance(d, int) and d >= 0 for d in shape) or len(shape) > 16:
         raise WireError("bad shape")
-    numel = 1
-    for d in shape:
-        numel *= d
-    if numel * ITEMSIZE[dtype_name] != nbytes:
+    if meta_nbytes(meta) != nbytes:
         raise WireError("tensor byte count does not match its shape")
+
+
+def meta_nbytes(meta: dict) -> int:
+    """The byte count a tensor description (one `check_meta` accepts) declares."""
+    return _numel(meta["shape"]) * ITEMSIZE[meta["dtype"]]
+
+
+def _numel(shape: list[int]) -> int:
+    n = 1
+    for d in shape:
+        n *= d
+    return n
 
 
 def check_frame(head: dict, sizes: list[int], nonce: str | None) -> list:
@@ -248,10 +257,7 @@ def decode_tensor(meta: dict, raw: memoryview):
 
     check_meta(meta, len(raw))
     dtype, shape = getattr(torch, meta["dtype"]), meta["shape"]
-    numel = 1
-    for d in shape:
-        numel *= d
-    if numel == 0:
+    if _numel(shape) == 0:
         return torch.empty(shape, dtype=dtype)
     # The evaluator's own receive buffer is used in place where aligned; anything else is copied.
     flat = torch.frombuffer(raw if isinstance(raw, memoryview) and not raw.readonly else bytearray(raw),

@@ -87,7 +87,7 @@ class Zygote:
             n = int.from_bytes(self.inbuf[:8], "little")
             if len(self.inbuf) < 8 + n:
                 break
-            body = bytes(self.inbuf[8:8 + n])
+            body = self.inbuf[8:8 + n]  # a copy: the buffer moves on below
             del self.inbuf[:8 + n]
             head, blobs = wire.unpack(body)
             op = head.get("op")

@@ -16,10 +16,12 @@ from . import guards, harness, timing
 from .harness import Reporter
 
 
-def _device(job: dict) -> torch.device:
-    dev = torch.device(job["device"])
-    if dev.type == "cuda":
-        torch.cuda.set_device(dev)
+def _device(job: dict, rep: Reporter) -> torch.device:
+    """The job's device, its CUDA context made now (timed as the job's `cuda` phase)."""
+    with rep.lap(Phase.cuda):
+        dev = torch.device(job["device"])
+        if dev.type == "cuda":
+            torch.cuda.set_device(dev)
     return dev
 
 
@@ -48,8 +50,7 @@ def load_task_or_report(job: dict, rep: Reporter):
 def run_reference(job: dict, rep: Reporter) -> None:
     """Outputs of the reference for every trial, and the facts task validation needs."""
     protocol = EvalProtocol.model_validate(job["protocol"])
-    with rep.lap(Phase.cuda):
-        device = _device(job)
+    device = _device(job, rep)
     try:
         with rep.lap(Phase.load):
             task = harness.load_task(job["task_source"])
@@ -130,8 +131,7 @@ def run_candidate(job: dict, rep: Reporter) -> None:
     """Load the candidate and run the correctness trials, reporting what it did."""
     protocol = EvalProtocol.model_validate(job["protocol"])
     source = job["candidate_source"]
-    with rep.lap(Phase.cuda):
-        device = _device(job)
+    device = _device(job, rep)
     counter = guards.LaunchCounter()
     counter.install()
     flag_guard = guards.FlagGuard()
@@ -197,8 +197,7 @@ def run_candidate(job: dict, rep: Reporter) -> None:
 def run_timing(job: dict, rep: Reporter) -> None:
     """Time a model (candidate or reference) under the protocol; report samples and last output."""
     protocol = EvalProtocol.model_validate(job["protocol"])
-    with rep.lap(Phase.cuda):
-        device = _device(job)
+    device = _device(job, rep)
     source = job.get("candidate_source")
     flag_guard = guards.FlagGuard()
     if source and job.get("compiled"):  # the kernels its correctness job compiled, before anything loads
