@@ -1,4 +1,10 @@
-"""Output comparison, done in the trusted process (candidate code never sees it)."""
+"""Output comparison, done in the trusted process (candidate code never sees it).
+
+A comparison runs piece by piece over the flattened outputs (`OutputCheck`), so its working
+memory is a few pieces, not a few copies of the output: an 8 GB output compared in float64
+would otherwise need tens of gigabytes beside it. The judge feeds pieces as they arrive;
+`compare_outputs` feeds whole tensors in pieces.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +13,8 @@ from dataclasses import dataclass
 import torch
 
 from .results import Mismatch, Status, Tolerance
+
+PIECE_ELEMENTS = 1 << 24  # float64 temporaries of one piece: 128 MB each
 
 
 @dataclass
@@ -24,51 +32,105 @@ def _unravel(flat_index: int, shape: tuple[int, ...]) -> list[int]:
     return list(reversed(out))
 
 
+def compare_kinds(got: list[tuple[tuple[int, ...], torch.dtype]], expected: list[torch.Tensor]) -> Verdict | None:
+    """The verdict decided by count, shapes and dtypes alone (None: the values decide)."""
+    if len(got) != len(expected):
+        return Verdict(Status.shape_mismatch, f"returned {len(got)} outputs, expected {len(expected)}")
+    for i, ((shape, dtype), e) in enumerate(zip(got, expected)):
+        if tuple(shape) != tuple(e.shape):
+            return Verdict(Status.shape_mismatch, f"output {i} has shape {list(shape)}, expected {list(e.shape)}")
+        if dtype != e.dtype:
+            return Verdict(Status.wrong_output, f"output {i} has dtype {dtype}, expected {e.dtype}")
+    return None
+
+
+@dataclass
+class _Worst:
+    """What one output's pieces showed so far."""
+
+    nonfinite: int = 0  # NaN/inf where the reference is finite
+    nonfinite_at: tuple[int, float, float] | None = None  # (flat index, expected, got) of the first
+    bad: int = 0  # out of tolerance
+    max_abs: float = -1.0
+    max_abs_at: tuple[int, float, float] | None = None
+    max_rel: float = 0.0
+
+
+class OutputCheck:
+    """A comparison of candidate outputs with reference outputs of the same kinds, fed in pieces:
+    `feed(i, start, piece)` with the flattened elements of output `i` from element `start`, in
+    any order; `verdict()` once every element was fed (the caller counts them)."""
+
+    def __init__(self, expected: list[torch.Tensor], tol: Tolerance, trial: int = 0) -> None:
+        self.expected, self.tol, self.trial = expected, tol, trial
+        self._worst = [_Worst() for _ in expected]
+
+    def feed(self, index: int, start: int, piece: torch.Tensor) -> None:
+        if not piece.numel():
+            return
+        e = self.expected[index].reshape(-1)[start:start + piece.numel()]
+        if e.device != piece.device:
+            e = e.to(piece.device)
+        if _all_close_fast(piece, e, self.tol):
+            return
+        self._report(self._worst[index], start, piece, e)
+
+    def _report(self, w: _Worst, start: int, g: torch.Tensor, e: torch.Tensor) -> None:
+        wide = torch.complex128 if g.is_complex() else torch.float64
+        g64, e64 = g.to(wide), e.to(wide)
+        bad_values = ~torch.isfinite(g64) & torch.isfinite(e64)
+        count = int(bad_values.sum())
+        if count:
+            idx = int(bad_values.nonzero()[0])
+            if w.nonfinite_at is None or start + idx < w.nonfinite_at[0]:
+                w.nonfinite_at = (start + idx, float(e64[idx].real), float(g64[idx].real))
+            w.nonfinite += count
+            return  # such an output is reported for its NaN/inf alone
+        diff = (g64 - e64).abs()
+        diff = torch.where(torch.isnan(g64) & torch.isnan(e64), torch.zeros_like(diff), diff)
+        diff = torch.where(torch.isinf(g64) & (g64 == e64), torch.zeros_like(diff), diff)
+        bad = diff > self.tol.atol + self.tol.rtol * e64.abs()
+        w.bad += int(bad.sum())
+        finite_diff = torch.where(torch.isfinite(diff), diff, torch.full_like(diff, float("inf")))
+        idx = int(torch.argmax(finite_diff))
+        worst = float(finite_diff[idx])
+        if worst > w.max_abs or (worst == w.max_abs and w.max_abs_at is not None and start + idx < w.max_abs_at[0]):
+            w.max_abs, w.max_abs_at = worst, (start + idx, float(e64[idx].real), float(g64[idx].real))
+        w.max_rel = max(w.max_rel, float((diff / e64.abs().clamp_min(1e-12)).max()))
+
+    def verdict(self) -> Verdict:
+        for i, (w, e) in enumerate(zip(self._worst, self.expected)):
+            numel, shape = max(e.numel(), 1), tuple(e.shape)
+            if w.nonfinite and w.nonfinite_at is not None:
+                at, want, got = w.nonfinite_at
+                return Verdict(Status.nan_output, f"output {i} has NaN/inf where the reference is finite",
+                               Mismatch(trial=self.trial, output_index=i, max_abs_error=float("inf"),
+                                        max_rel_error=float("inf"), index=_unravel(at, shape), expected=want,
+                                        got=got, mismatched_fraction=w.nonfinite / numel))
+            if w.bad and w.max_abs_at is not None:
+                at, want, got = w.max_abs_at
+                return Verdict(Status.wrong_output, f"output {i} differs from the reference",
+                               Mismatch(trial=self.trial, output_index=i, max_abs_error=w.max_abs,
+                                        max_rel_error=w.max_rel, index=_unravel(at, shape), expected=want,
+                                        got=got, mismatched_fraction=w.bad / numel))
+        return Verdict(Status.correct)
+
+
 def compare_outputs(got: list[torch.Tensor], expected: list[torch.Tensor], tol: Tolerance,
                     trial: int = 0) -> Verdict:
     """Check candidate outputs against reference outputs elementwise.
 
     Shapes and dtypes must match exactly; NaN or inf where the reference is finite never passes.
     """
-    if len(got) != len(expected):
-        return Verdict(Status.shape_mismatch, f"returned {len(got)} outputs, expected {len(expected)}")
-    for i, (g, e) in enumerate(zip(got, expected)):
-        if tuple(g.shape) != tuple(e.shape):
-            return Verdict(Status.shape_mismatch,
-                           f"output {i} has shape {list(g.shape)}, expected {list(e.shape)}")
-        if g.dtype != e.dtype:
-            return Verdict(Status.wrong_output, f"output {i} has dtype {g.dtype}, expected {e.dtype}")
-        if g.numel() == 0:
-            continue
-        if _all_close_fast(g, e, tol):
-            continue
-        g64 = g.to(torch.float64) if not g.is_complex() else g.to(torch.complex128)
-        e64 = e.to(torch.float64) if not e.is_complex() else e.to(torch.complex128)
-        bad_values = ~torch.isfinite(g64) & torch.isfinite(e64)
-        if bool(bad_values.any()):
-            idx = int(bad_values.reshape(-1).nonzero()[0])
-            return Verdict(Status.nan_output, f"output {i} has NaN/inf where the reference is finite",
-                           Mismatch(trial=trial, output_index=i, max_abs_error=float("inf"),
-                                    max_rel_error=float("inf"), index=_unravel(idx, tuple(g.shape)),
-                                    expected=float(e64.reshape(-1)[idx].real), got=float(g64.reshape(-1)[idx].real),
-                                    mismatched_fraction=float(bad_values.float().mean())))
-        both_nan = torch.isnan(g64) & torch.isnan(e64)
-        diff = (g64 - e64).abs()
-        diff = torch.where(both_nan, torch.zeros_like(diff), diff)
-        same_inf = torch.isinf(g64) & (g64 == e64)
-        diff = torch.where(same_inf, torch.zeros_like(diff), diff)
-        limit = tol.atol + tol.rtol * e64.abs()
-        bad = diff > limit
-        if bool(bad.any()):
-            flat_diff = torch.where(torch.isfinite(diff), diff, torch.full_like(diff, float("inf"))).reshape(-1)
-            idx = int(torch.argmax(flat_diff))
-            rel = (diff / e64.abs().clamp_min(1e-12)).reshape(-1)
-            return Verdict(Status.wrong_output, f"output {i} differs from the reference",
-                           Mismatch(trial=trial, output_index=i, max_abs_error=float(flat_diff[idx]),
-                                    max_rel_error=float(rel.max()), index=_unravel(idx, tuple(g.shape)),
-                                    expected=float(e64.reshape(-1)[idx].real), got=float(g64.reshape(-1)[idx].real),
-                                    mismatched_fraction=float(bad.float().mean())))
-    return Verdict(Status.correct)
+    decided = compare_kinds([(tuple(g.shape), g.dtype) for g in got], expected)
+    if decided is not None:
+        return decided
+    check = OutputCheck(expected, tol, trial)
+    for i, g in enumerate(got):
+        flat = g.reshape(-1)
+        for start in range(0, flat.numel(), PIECE_ELEMENTS):
+            check.feed(i, start, flat[start:start + PIECE_ELEMENTS])
+    return check.verdict()
 
 
 _FAST_DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.float64)
@@ -77,8 +139,8 @@ _FAST_DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.float64)
 def _all_close_fast(g: torch.Tensor, e: torch.Tensor, tol: Tolerance) -> bool:
     """True when every element is finite and within tolerance, in a few passes.
 
-    Large outputs that pass (the common case) skip the float64 path below, which builds a
-    mismatch report; anything that fails here (including NaN anywhere) goes through it.
+    Large pieces that pass (the common case) skip the float64 path, which builds a mismatch
+    report; anything that fails here (including NaN anywhere) goes through it.
     """
     if g.dtype not in _FAST_DTYPES or g.numel() < (1 << 16):
         return False
@@ -90,7 +152,15 @@ def _all_close_fast(g: torch.Tensor, e: torch.Tensor, tol: Tolerance) -> bool:
 
 
 def zeros_pass(expected: list[torch.Tensor], tol: Tolerance) -> bool:
-    """True when an all-zero output would pass the tolerance against these outputs."""
-    return all(
-        compare_outputs([torch.zeros_like(e)], [e], tol).status is Status.correct for e in expected
-        if e.is_floating_point()) and any(e.is_floating_point() for e in expected)
+    """True when an all-zero output would pass the tolerance against these outputs (checked a
+    piece at a time: no output-sized zeros are made)."""
+    floats = [e for e in expected if e.is_floating_point()]
+    for e in floats:
+        check = OutputCheck([e], tol)
+        flat = e.reshape(-1)
+        for start in range(0, flat.numel(), PIECE_ELEMENTS):
+            piece = flat[start:start + PIECE_ELEMENTS]
+            check.feed(0, start, torch.zeros_like(piece))
+        if check.verdict().status is not Status.correct:
+            return False
+    return bool(floats)

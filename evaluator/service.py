@@ -49,6 +49,7 @@ NO_GPU_NOTE = "no CUDA device: correctness ran through Triton's interpreter on t
 CONTEXT_BYTES = 1 << 30  # a worker's CUDA context and workspaces, beyond what its tensors take
 REFERENCE_MIN_TIMEOUT_S = 300.0
 JUDGE_WAIT_S = 120.0
+LIBRARY_INTERNAL_ERROR = "CUDNN_STATUS_INTERNAL_ERROR"
 REFERENCE_CACHE_SIZE = 256  # tasks whose reference facts stay here (their outputs are in the judge)
 RESULTS_KEPT = 4096  # results of identical submissions answered without running them again
 
@@ -147,7 +148,7 @@ class Evaluator:
                                max_processes=max_processes)
         self.baseline_store = BaselineStore(base / "baselines")
         # Reference outputs live in the judge, on this evaluator's device, within its budget
-        # (0: a quarter of the GPU's memory, or on the CPU 4 GiB or an eighth of the memory if less).
+        # (0: judge.process.GPU_SHARE of the GPU's memory, or on the CPU 4 GiB or an eighth of the memory if less).
         self.judge = JudgeClient(self.job_device if self.visible_devices else self.device, judge_budget_bytes,
                                  visible_devices=self.visible_devices, work_dir=str(base))
         self.max_parallel = max_parallel or default_parallel(self.is_gpu)
@@ -268,9 +269,19 @@ class Evaluator:
         return res
 
     def _crowded_out(self, res: WorkerResult) -> bool:
-        """Whether a job ran out of device memory on a device it shared with other jobs."""
-        return self.device_memory().capacity is not None and any(
-            head.get("kind") == Kind.error and head.get("status") == Status.oom.value for head, _ in res.messages)
+        """Whether a job ran out of device memory on a device it shared with other jobs: it says
+        so, or cuDNN failed inside (which it does when its workspace cannot be allocated). At
+        worst a job that claims either costs one more run, alone."""
+        if self.device_memory().capacity is None:
+            return False
+        for head, _ in res.messages:
+            if head.get("kind") != Kind.error:
+                continue
+            error = head.get("error")
+            message = str(error.get("message", "")) if isinstance(error, dict) else ""
+            if head.get("status") == Status.oom.value or LIBRARY_INTERNAL_ERROR in message:
+                return True
+        return False
 
     def device_memory(self) -> DeviceMemory:
         """What jobs may reserve of the device: its memory less the judge's budget and a CUDA

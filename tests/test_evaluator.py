@@ -261,3 +261,12 @@ def test_gpu_compile_error_points_at_the_kernel_line():
         status = harness.classify(exc, "run")
     assert "tl.exp(x, 3, 4)" in info["source_line"]
     assert status is Status.compile_error
+
+
+@pytest.mark.parametrize("message", ["cuDNN error: CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED",
+                                     "CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`"])
+def test_a_library_that_cannot_allocate_its_workspace_is_out_of_memory_so_the_job_runs_again_alone(message):
+    from adaexplore.evaluator.worker import harness
+
+    assert harness.classify(RuntimeError(message), "run") is Status.oom
+    assert harness.classify(RuntimeError("cuDNN error: CUDNN_STATUS_BAD_PARAM"), "run") is not Status.oom

@@ -216,6 +216,24 @@ def test_a_job_that_ran_out_of_device_memory_beside_others_runs_again_alone(tmp_
         ev.close()
 
 
+def test_a_reference_that_cudnn_failed_inside_beside_others_runs_again_alone_before_the_task_is_blamed(tmp_path):
+    from adaexplore.evaluator.device_memory import DeviceMemory
+
+    ev = Evaluator(work_dir=tmp_path / "ev", trace=True)
+    try:
+        ev._memory = DeviceMemory(capacity_bytes=8 << 30)
+        source = OOM_TASK.replace('torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 4.00 GiB")',
+                                  'RuntimeError("cuDNN error: CUDNN_STATUS_INTERNAL_ERROR")')
+        task = Task(name="cudnn", source=source)
+        check_task_source(task.source)
+        validation = ev.validate_task(task)
+        assert not validation.ok and "CUDNN_STATUS_INTERNAL_ERROR" in validation.error.message
+        runs = [t for t in ev.trace if t["kind"] == "reference"]
+        assert [r["alone"] for r in runs] == [0.0, 1.0]  # alone, it failed the same way: the task's
+    finally:
+        ev.close()
+
+
 def test_a_reference_that_finds_the_judge_full_of_references_in_use_waits_and_is_not_blamed_on_the_task():
     store = OutputStore(budget_bytes=1000)
     store.reserve("busy", 800)

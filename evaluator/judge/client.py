@@ -236,7 +236,7 @@ class JudgeClient:
         reference the judge cannot keep costs no relaying; a comparison streams at once."""
         req = self.new_id()
         begin = {"op": JudgeOp.begin, "req": req, "key": key, "slot": slot, "mode": mode, "metas": metas,
-                 "in_use": in_use or []}
+                 "in_use": in_use or [], "tolerance": tolerance or {}, "trial": trial}
         if mode == "store":
             answer = self.request(begin, req=req)
             if not answer.get("accepted"):  # its bytes are dropped here, and the refusal is its answer

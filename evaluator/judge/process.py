@@ -7,11 +7,14 @@ network namespaces). Still, every size and index in a message is checked before 
 bytes themselves come from candidates.
 
 Messages (framed by `sandbox.wire`), all with a request id `req`:
-- begin {key, slot, mode: store|compare, metas, in_use}: outputs of one frame are coming; a
-  store never evicts references of keys `in_use`; it is answered at once, {accepted}, or
-  {busy} when it cannot fit beside them, or {error, too_large} (then no bytes follow);
-- chunk {index, offset} + bytes: a piece of output `index`;
-- end {tolerance, trial}: the frame is complete; the answer is {stored} or {verdict};
+- begin {key, slot, mode: store|compare, metas, in_use, tolerance, trial}: outputs of one frame
+  are coming; a store never evicts references of keys `in_use`; it is answered at once,
+  {accepted}, or {busy} when it cannot fit beside them, or {error, too_large} (then no bytes
+  follow); a comparison is not answered until its end;
+- chunk {index, offset} + bytes: the next piece of output `index` (pieces come in order); a
+  store keeps it, a comparison compares it against the reference once a stage (STAGE_BYTES) is
+  full, so a candidate's outputs are never held here whole;
+- end: the frame is complete; the answer is {stored} or {verdict};
 - flags {key, tolerance}: the task flags that need the reference's outputs (degenerate task,
   random forward), answered with {flags}; the inputs kept for them are then released;
 - drop {key}; stats: {stats} (budget, use, bytes received, seconds spent waiting, copying,
@@ -32,7 +35,7 @@ from dataclasses import dataclass, field
 import torch
 
 from ...common.vocab import JudgeOp
-from ..compare import compare_outputs
+from ..compare import OutputCheck, compare_kinds
 from ..reference import Reference
 from ..results import Tolerance
 from ..sandbox import wire
@@ -43,13 +46,23 @@ from .store import BudgetBusy, BudgetExceeded, OutputStore
 warnings.filterwarnings("ignore", message="The given buffer is not writable")
 
 
+# A comparison holds at most this many of a candidate's output bytes on the device at once.
+STAGE_BYTES = 64 << 20
+
+
 @dataclass
 class Pending:
     key: str
     slot: str
     mode: str
-    tensors: list[torch.Tensor] = field(default_factory=list)
+    sizes: list[int] = field(default_factory=list)  # bytes of each output
     received: list[int] = field(default_factory=list)
+    tensors: list[torch.Tensor] = field(default_factory=list)  # a store's outputs, filled as bytes arrive
+    check: OutputCheck | None = None  # a comparison, fed a stage at a time
+    dtypes: list[torch.dtype] = field(default_factory=list)
+    stage: torch.Tensor | None = None
+    staged: int = 0  # bytes in the stage, all of output `stage_index` from byte `received - staged`
+    stage_index: int = 0
     failure: dict | None = None  # decided before the data arrived (shape mismatch, budget, ...)
 
 
@@ -71,6 +84,12 @@ class Judge:
         self.seconds = {"wait": 0.0, "copy": 0.0, "compare": 0.0, "flags": 0.0}
         self.bytes_in = 0
 
+    def give_back(self) -> None:
+        """Return freed device memory to the device: the jobs beside the judge are admitted by
+        its budget, which only holds if what it no longer uses is not kept cached here."""
+        if self.device.type == "cuda":
+            torch.cuda.empty_cache()
+
     def reply(self, head: dict) -> None:
         self.sock.sendall(wire.pack(head))
 
@@ -90,14 +109,18 @@ class Judge:
                 self.reply({"req": req, **self.end(req, head)})
             elif op == JudgeOp.abort:
                 self.pending.pop(req, None)
+                self.give_back()
             elif op == JudgeOp.flags:
                 self.reply({"req": req, "flags": self.flags(str(head["key"]), head)})
+                self.give_back()
             elif op == JudgeOp.drop:
                 self.store.drop(str(head.get("key")))
+                self.give_back()
             elif op == JudgeOp.stats:
                 self.reply({"req": req, "stats": self.stats()})
         except torch.cuda.OutOfMemoryError as exc:
             self.pending.pop(req, None)
+            self.give_back()
             self.reply({"req": req, "error": f"the judge ran out of device memory: {exc}"[:400], "ours": True})
         except (KeyError, ValueError, TypeError, RuntimeError) as exc:
             self.pending.pop(req, None)
@@ -107,50 +130,84 @@ class Judge:
         metas = head["metas"]
         shapes = [[int(d) for d in m["shape"]] for m in metas]
         dtypes = [_dtype(m["dtype"]) for m in metas]
-        pending = Pending(str(head["key"]), str(head["slot"]), str(head["mode"]))
+        sizes = [_numel(s) * torch.empty((), dtype=d).element_size() for s, d in zip(shapes, dtypes)]
+        pending = Pending(str(head["key"]), str(head["slot"]), str(head["mode"]), sizes, [0] * len(sizes))
         self.pending[req] = pending
         if pending.mode == "compare":
             expected = self.store.get(pending.key, pending.slot)
             if expected is None:
                 pending.failure = {"missing": True}
                 return
-            got = [(tuple(s), d) for s, d in zip(shapes, dtypes)]
-            want = [(tuple(e.shape), e.dtype) for e in expected]
-            if got != want:  # decided without the data: compare placeholders of the right kind
-                placeholders = [torch.empty(s, dtype=d, device="meta") for s, d in zip(shapes, dtypes)]
-                verdict = compare_outputs(placeholders, [e.to("meta") for e in expected], Tolerance())
-                pending.failure = {"verdict": _verdict_dict(verdict)}
+            decided = compare_kinds([(tuple(s), d) for s, d in zip(shapes, dtypes)], expected)
+            if decided is not None:  # decided without the data
+                pending.failure = {"verdict": _verdict_dict(decided)}
                 return
-        else:
-            nbytes = sum(_numel(s) * torch.empty((), dtype=d).element_size() for s, d in zip(shapes, dtypes))
-            try:
-                in_use = head.get("in_use")
-                self.store.reserve(pending.key, nbytes, frozenset(map(str, in_use)) if isinstance(in_use, list)
-                                   else frozenset())
-            except BudgetExceeded as exc:
-                pending.failure = {"error": str(exc), "too_large": True}
-                return
-            except BudgetBusy as exc:
-                pending.failure = {"error": str(exc), "busy": True}
-                return
+            # The candidate's outputs are compared a stage at a time as they arrive, never held whole.
+            tol = Tolerance.model_validate(head.get("tolerance") or {})
+            pending.check = OutputCheck(expected, tol, trial=int(head.get("trial", 0)))
+            pending.dtypes = dtypes
+            return
+        try:
+            in_use = head.get("in_use")
+            self.store.reserve(pending.key, sum(sizes), frozenset(map(str, in_use)) if isinstance(in_use, list)
+                               else frozenset())
+        except BudgetExceeded as exc:
+            pending.failure = {"error": str(exc), "too_large": True}
+            return
+        except BudgetBusy as exc:
+            pending.failure = {"error": str(exc), "busy": True}
+            return
+        finally:
+            self.give_back()  # what reserve evicted or dropped goes back to the device
         pending.tensors = [torch.empty(s, dtype=d, device=self.device) for s, d in zip(shapes, dtypes)]
-        pending.received = [0] * len(pending.tensors)
 
     def chunk(self, req: str, head: dict, blobs: list) -> None:
         pending = self.pending.get(req)
         if pending is None or pending.failure is not None or not blobs:
             return
         index, offset = int(head["index"]), int(head["offset"])
-        target = pending.tensors[index]
-        flat = target.view(-1).view(torch.uint8) if target.numel() else target.view(torch.uint8)
         data = torch.frombuffer(blobs[0], dtype=torch.uint8) if len(blobs[0]) else None
-        if data is None or offset < 0 or offset + data.numel() > flat.numel():
-            raise ValueError("a chunk outside its output")
+        # Bytes arrive in order: each output is covered once, from its first byte to its last.
+        if data is None or not 0 <= index < len(pending.sizes) or offset != pending.received[index] \
+                or offset + data.numel() > pending.sizes[index] or (pending.staged and pending.stage_index != index):
+            raise ValueError("a chunk out of order or outside its output")
         t0 = time.perf_counter()
-        flat[offset:offset + data.numel()].copy_(data, non_blocking=False)
+        if pending.check is None:
+            target = pending.tensors[index]
+            flat = target.view(-1).view(torch.uint8)
+            flat[offset:offset + data.numel()].copy_(data, non_blocking=False)
+            pending.received[index] += data.numel()
+        else:
+            self._stage(pending, index, data)
         self.seconds["copy"] += time.perf_counter() - t0
         self.bytes_in += data.numel()
-        pending.received[index] += data.numel()
+
+    def _stage(self, pending: Pending, index: int, data: torch.Tensor) -> None:
+        """Copy a comparison's bytes into its stage, comparing each full stage (and an output's
+        last bytes): the stage's size is a multiple of every element size."""
+        if pending.stage is None:
+            pending.stage = torch.empty(min(STAGE_BYTES, max(pending.sizes)), dtype=torch.uint8, device=self.device)
+        done = 0
+        while done < data.numel():
+            n = min(data.numel() - done, pending.stage.numel() - pending.staged)
+            pending.stage[pending.staged:pending.staged + n].copy_(data[done:done + n])
+            pending.staged += n
+            pending.stage_index = index
+            pending.received[index] += n
+            done += n
+            if pending.staged == pending.stage.numel() or pending.received[index] == pending.sizes[index]:
+                self._compare_stage(pending)
+
+    def _compare_stage(self, pending: Pending) -> None:
+        if not pending.staged or pending.check is None or pending.stage is None:
+            return
+        index, dtype = pending.stage_index, pending.dtypes[pending.stage_index]
+        size = torch.empty((), dtype=dtype).element_size()
+        piece = pending.stage[:pending.staged].view(dtype)
+        t0 = time.perf_counter()
+        pending.check.feed(index, (pending.received[index] - pending.staged) // size, piece)
+        self.seconds["compare"] += time.perf_counter() - t0
+        pending.staged = 0
 
     def end(self, req: str, head: dict) -> dict:
         pending = self.pending.pop(req, None)
@@ -158,20 +215,14 @@ class Judge:
             return {"error": "no such transfer", "ours": True}
         if pending.failure is not None:
             return pending.failure
-        sizes = [t.numel() * t.element_size() for t in pending.tensors]
-        if pending.received != sizes:
+        if pending.received != pending.sizes:
             return {"error": "an output arrived incomplete", "ours": False}
-        if pending.mode == "store":
+        if pending.check is None:
             self.store.put(pending.key, pending.slot, pending.tensors)
             return {"stored": True}
-        tol = Tolerance.model_validate(head.get("tolerance") or {})
-        expected = self.store.get(pending.key, pending.slot)
-        if expected is None:
+        if self.store.get(pending.key, pending.slot) is None:
             return {"missing": True}
-        t0 = time.perf_counter()
-        verdict = compare_outputs(pending.tensors, expected, tol, trial=int(head.get("trial", 0)))
-        self.seconds["compare"] += time.perf_counter() - t0
-        return {"verdict": _verdict_dict(verdict)}
+        return {"verdict": _verdict_dict(pending.check.verdict())}
 
     def flags(self, key: str, head: dict) -> list[dict]:
         t0 = time.perf_counter()
@@ -202,10 +253,17 @@ class Judge:
         return out
 
 
+# The judge's share of a GPU. The largest KernelBench task (level 1, 38_L1Norm_: outputs of
+# 8.6 GB) needs 60.1 GB while it registers (five trials, and the inputs and a repeat run for the
+# task's flags, which are released after them): 0.42 of an H200 is 63 GB. The rest (87 GB) is
+# what jobs may reserve; the largest such task's timing reserves 43 GB of it.
+GPU_SHARE = 0.42
+
+
 def default_budget(device: torch.device) -> int:
-    """A quarter of the GPU's memory; on the CPU 4 GiB, or an eighth of the machine's memory if less."""
+    """GPU_SHARE of the GPU's memory; on the CPU 4 GiB, or an eighth of the machine's memory if less."""
     if device.type == "cuda":
-        return int(0.25 * torch.cuda.get_device_properties(device).total_memory)
+        return int(GPU_SHARE * torch.cuda.get_device_properties(device).total_memory)
     try:
         physical = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError):

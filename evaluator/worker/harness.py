@@ -247,6 +247,10 @@ def _compile_error_types() -> tuple[type, ...]:
 
 _COMPILE_ERRORS = _compile_error_types()
 _KERNEL_COMPILE_CAUSES = (TypeError, AttributeError, NameError, ValueError, AssertionError)
+# Out of memory as the libraries say it: cuDNN and cuBLAS fail to allocate their workspaces
+# with errors of their own (seen beside other jobs on a full device).
+_MEMORY_MARKERS = ("out of memory", "can't allocate memory", "Cannot allocate memory", "DEVICE_ALLOCATION_FAILED",
+                   "CUDNN_STATUS_ALLOC_FAILED", "CUBLAS_STATUS_ALLOC_FAILED")
 _CUDA_MARKERS = ("CUDA error", "illegal memory access", "device-side assert", "cudaError", "CUDA driver error",
                  "misaligned address", "an illegal instruction")
 
@@ -259,7 +263,7 @@ def classify(exc: BaseException, phase: str) -> Status:
     """Map an exception raised while loading or running a candidate to a status."""
     text = f"{type(exc).__name__}: {exc}"
     if isinstance(exc, MemoryError) or type(exc).__name__ == "OutOfMemoryError" or any(
-            m in text for m in ("out of memory", "can't allocate memory", "Cannot allocate memory")):
+            m in text for m in _MEMORY_MARKERS):
         return Status.oom
     if _COMPILE_ERRORS and isinstance(exc, _COMPILE_ERRORS):
         return Status.compile_error

@@ -1,0 +1,144 @@
+"""The judge compares a candidate's outputs as their bytes arrive, a stage at a time: the verdict
+is the one a whole comparison gives, and an output is never held whole beside the reference."""
+
+from __future__ import annotations
+
+import random
+import socket
+
+import pytest
+import torch
+
+from adaexplore.common.vocab import JudgeOp
+from adaexplore.evaluator import compare as compare_mod
+from adaexplore.evaluator.compare import OutputCheck, compare_outputs, zeros_pass
+from adaexplore.evaluator.judge import process
+from adaexplore.evaluator.judge.process import Judge
+from adaexplore.evaluator.results import Status, Tolerance
+from adaexplore.evaluator.sandbox import wire
+
+TOL = Tolerance(atol=1e-2, rtol=1e-2)
+
+
+def fed_in_pieces(got: list[torch.Tensor], expected: list[torch.Tensor], seed: int):
+    """A verdict from pieces of random sizes, fed in random order."""
+    check = OutputCheck(expected, TOL, trial=3)
+    rng = random.Random(seed)
+    pieces = []
+    for i, g in enumerate(got):
+        flat, start = g.reshape(-1), 0
+        while start < flat.numel():
+            n = rng.randint(1, 5000)
+            pieces.append((i, start, flat[start:start + n]))
+            start += n
+    rng.shuffle(pieces)
+    for i, start, piece in pieces:
+        check.feed(i, start, piece)
+    return check.verdict()
+
+
+@pytest.mark.parametrize("case", ["correct", "wrong", "nan", "two_outputs_second_wrong"])
+def test_outputs_fed_in_pieces_in_any_order_get_the_verdict_of_a_whole_comparison(case):
+    torch.manual_seed(0)
+    ref = [torch.randn(64, 301), torch.randn(7, 1000)]
+    got = [r.clone() for r in ref]
+    if case == "wrong":
+        got[0][40, 17] += 3.0
+        got[0][2, 5] += 1.0
+    elif case == "nan":
+        got[0][50, 200] = float("nan")
+        got[0][60, 1] = float("inf")
+    elif case == "two_outputs_second_wrong":
+        got[1][6, 999] -= 0.5
+    whole = compare_outputs(got, ref, TOL, trial=3)
+    for seed in range(3):
+        pieces = fed_in_pieces(got, ref, seed)
+        assert pieces.status is whole.status
+        assert repr(pieces.mismatch) == repr(whole.mismatch)  # repr: NaN equals NaN
+    if case == "wrong":
+        assert whole.mismatch is not None and whole.mismatch.index == [40, 17]
+        assert whole.mismatch.mismatched_fraction == pytest.approx(2 / ref[0].numel())
+    if case == "nan":
+        assert whole.status is Status.nan_output and whole.mismatch.index == [50, 200]
+
+
+def test_a_large_output_is_compared_a_piece_at_a_time(monkeypatch):
+    monkeypatch.setattr(compare_mod, "PIECE_ELEMENTS", 1000)
+    ref = [torch.randn(10_000)]
+    got = [ref[0].clone()]
+    got[0][9_999] = 5.0
+    verdict = compare_outputs(got, ref, TOL)
+    assert verdict.status is Status.wrong_output and verdict.mismatch.index == [9_999]
+    assert zeros_pass([torch.full((5000,), 1e-4)], TOL) and not zeros_pass(ref, TOL)
+
+
+class JudgeOnASocket:
+    """A judge driven by hand, as the evaluator drives it, through its own socket."""
+
+    def __init__(self, device: str = "cpu") -> None:
+        self.ours, theirs = socket.socketpair()
+        self.judge = Judge(device, 1 << 30, theirs)
+        self.replies = wire.read_messages(self.ours.makefile("rb"))
+
+    def send(self, head: dict, blobs: list | None = None) -> dict | None:
+        self.judge.handle(head, [memoryview(b) for b in blobs or []])
+        if head["op"] in (JudgeOp.end,) or (head["op"] == JudgeOp.begin and head.get("mode") == "store"):
+            return next(self.replies)[0]
+        return None
+
+    def stream(self, req: str, key: str, mode: str, tensors: list[torch.Tensor], piece: int,
+               order=None) -> dict:
+        metas = [{"shape": list(t.shape), "dtype": str(t.dtype).removeprefix("torch.")} for t in tensors]
+        answer = self.send({"op": JudgeOp.begin, "req": req, "key": key, "slot": "trial:0", "mode": mode,
+                            "metas": metas, "tolerance": TOL.model_dump(), "trial": 0})
+        if answer is not None:
+            assert answer.get("accepted"), answer
+        for index, t in enumerate(tensors):
+            raw = t.contiguous().view(-1).view(torch.uint8).numpy().tobytes()
+            offsets = list(range(0, len(raw), piece)) if order is None else order(len(raw), piece)
+            for offset in offsets:
+                self.send({"op": JudgeOp.chunk, "req": req, "index": index, "offset": offset},
+                          [raw[offset:offset + piece]])
+        return self.send({"op": JudgeOp.end, "req": req})
+
+
+ON_THE_GPU = pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA"))
+
+
+@pytest.mark.parametrize("device", ["cpu", ON_THE_GPU])
+def test_the_judge_compares_a_candidates_outputs_as_they_arrive_without_holding_them_whole(monkeypatch, device):
+    monkeypatch.setattr(process, "STAGE_BYTES", 4096)
+    side = JudgeOnASocket(device)
+    ref = [torch.randn(3000), torch.arange(100, dtype=torch.int64)]
+    assert side.stream("r", "task", "store", ref, piece=999) == {"req": "r", "stored": True}
+
+    held = []
+    feed = OutputCheck.feed
+    monkeypatch.setattr(OutputCheck, "feed", lambda self, i, start, p: (held.append(p.numel() * p.element_size()),
+                                                                      feed(self, i, start, p))[1])
+    good = side.stream("c1", "task", "compare", [r.clone() for r in ref], piece=777)
+    assert good["verdict"]["status"] == "correct"
+    assert held and max(held) <= 4096  # pieces of one stage, never the 12 kB output
+
+    bad = ref[0].clone()
+    bad[2999] = 7.0  # in the last stage, after a piece boundary that splits no element
+    answer = side.stream("c2", "task", "compare", [bad, ref[1]], piece=333)
+    assert answer["verdict"]["status"] == "wrong_output"
+    assert answer["verdict"]["mismatch"]["index"] == [2999]
+
+
+def test_pieces_out_of_order_or_repeated_are_refused_not_compared():
+    side = JudgeOnASocket()
+    ref = [torch.randn(1000)]
+    side.stream("r", "task", "store", ref, piece=4000)
+
+    def repeat_first(n, piece):  # the first piece twice, so the last never comes
+        offsets = list(range(0, n, piece))
+        return [offsets[0]] + offsets[:-1]
+
+    for mode, key in (("compare", "task"), ("store", "other")):
+        answer = side.stream(f"x-{mode}", key, mode, [ref[0].clone()], piece=1000, order=repeat_first)
+        # The relay sends pieces in order, so anything else is a fault of ours: the transfer is
+        # dropped with an error, and its end finds nothing to answer for.
+        assert "out of order" in answer["error"] and answer["ours"] is True
+        assert next(side.replies)[0] == {"req": f"x-{mode}", "error": "no such transfer", "ours": True}
