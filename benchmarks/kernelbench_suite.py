@@ -253,7 +253,8 @@ def main() -> int:
         rows = [json.loads(line) for line in args.jsonl.read_text().splitlines() if line.strip()]
         done = {(r["level"], r["task"]) for r in rows}
     start = time.monotonic()
-    ev = Evaluator(baselines=tuple(args.baselines.split(",")), max_parallel=args.slots or None, trace=True)
+    ev = Evaluator(baselines=tuple(args.baselines.split(",")), max_parallel=args.slots or None, trace=True,
+                   wait_for_compile=True)  # every task's torch.compile baseline, as registration measures it
     print(f"sandbox: {ev.sandbox_info()}", file=sys.stderr, flush=True)
     peaks = Peaks(ev.judge.pid).start()
     level_peaks: dict[int, dict] = {}

@@ -117,7 +117,8 @@ def main() -> int:
     rows: list[dict] = []
     baselines: dict[str, dict] = {}
     ev = Evaluator(work_dir=root / "warm", cpu_timing=args.cpu_check,
-                   baselines=("eager", "compile") if torch.cuda.is_available() else ("eager",))
+                   baselines=("eager", "compile") if torch.cuda.is_available() else ("eager",),
+                   wait_for_compile=True)  # both baselines are in the report
     try:
         for kernel in kernels:
             task = tasks[task_of[kernel]]

@@ -103,6 +103,7 @@ class Kind(Name):
     violation = "violation"  # the candidate broke a rule while running
     done = "done"  # the job ran to its end (always last)
     compiled = "compiled"  # a candidate's compiled kernels (its own Triton cache), for its timing jobs
+    checked = "checked"  # the correctness trials are over; this process goes on to time the candidate
     timing = "timing"  # timing samples and the check run's outputs
     peaks = "peaks"  # device peaks (profile job)
     floor = "floor"  # the task's floor (profile job)

@@ -45,8 +45,14 @@ class Reference:
     compile_note: str | None = None
     device_info: dict = field(default_factory=dict)
     elapsed_s: float = 0.0
-    # Cleared while the baselines (eager, torch.compile) of this reference are being measured.
+    # Cleared while the baselines (eager, torch.compile) of this reference are being measured;
+    # `eager_ready` is set again as soon as the eager one is known (speedups need no more).
     baselines_ready: threading.Event = field(default_factory=_set_event)
+    eager_ready: threading.Event = field(default_factory=_set_event)
+
+    def compile_pending(self) -> bool:
+        """Whether the torch.compile baseline is still being measured."""
+        return not self.baselines_ready.is_set()
 
     def best_ms(self) -> float | None:
         """The faster of the measured baselines (eager, torch.compile)."""

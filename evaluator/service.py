@@ -37,6 +37,7 @@ from .verdict import (
     correctness_verdict,
     escaped_work,
     expect,
+    forged_fields,
     judged,
     timing_method,
     timing_numbers,
@@ -50,6 +51,8 @@ CONTEXT_BYTES = 1 << 30  # a worker's CUDA context and workspaces, beyond what i
 REFERENCE_MIN_TIMEOUT_S = 300.0
 JUDGE_WAIT_S = 120.0
 LIBRARY_INTERNAL_ERROR = "CUDNN_STATUS_INTERNAL_ERROR"
+CHECKED_WAIT_S = 30.0  # for the frames a job wrote before its gate to be read
+COMPILE_PENDING = "the torch.compile baseline is still being measured; later results compare with it too"
 REFERENCE_CACHE_SIZE = 256  # tasks whose reference facts stay here (their outputs are in the judge)
 RESULTS_KEPT = 4096  # results of identical submissions answered without running them again
 
@@ -111,8 +114,15 @@ class Evaluator:
                  visible_devices: str | None = None, cpu_timing: bool = False,
                  quiet_timing: bool = True, trace: bool = False, hidden_paths: list[str | Path] | None = None,
                  sandbox_tmp_bytes: int = 1 << 30, max_processes: int = 256,
-                 judge_budget_bytes: int = 0, cores: int | None = None) -> None:
+                 judge_budget_bytes: int = 0, cores: int | None = None, wait_for_compile: bool = False,
+                 one_process: bool = False) -> None:
         self.device = device or default_device()
+        # Whether a candidate's first timing runs in its correctness job's own process, after
+        # its verdict (no second process to start, no module, kernels or CUDA to set up again).
+        self.one_process = one_process
+        # Whether registrations and timings wait for the torch.compile baseline (one-shot runs
+        # that want it in their answer, and stored for the next run) or go on without it.
+        self.wait_for_compile = wait_for_compile
         self.is_gpu = self.device.startswith("cuda")
         # The GPU's machine-wide id (the lock's name). Where the driver lists it, the sandbox shows
         # a worker that GPU's device file alone, and the worker and the judge name it by UUID
@@ -340,28 +350,43 @@ class Evaluator:
         return res
 
     def _run_timed_once(self, job: dict, timeout_s: float, pause: bool, alone: bool = False) -> WorkerResult:
+        return self._gated_run(job, timeout_s, pause=pause, alone=alone)[0]
+
+    def _gated_run(self, job: dict, timeout_s: float, *, pause: bool = True, alone: bool = False,
+                   reserve_as: dict | None = None, on_message: Callable[[dict, list], None] | None = None,
+                   at_gate: Callable[[], bool] | None = None) -> tuple[WorkerResult, bool]:
+        """Run a gated job: it prepares beside other work (the GPU held shared), then waits at its
+        gate, where `at_gate()`, if given, decides whether it is measured (False kills it there).
+        Measured, it holds the GPU exclusively, with this evaluator's other workers paused (if
+        `pause`) and the judge stopped until it reports. Returns its result and whether it was
+        measured."""
         wake = threading.Event()
         t0 = time.monotonic()
         judge_stop = self.judge.stop_for_measurement()
-        with self._slots, self.device_memory().reserve(ALONE if alone else self._reservation(job)):
+        with self._slots, self.device_memory().reserve(ALONE if alone else self._reservation(reserve_as or job)):
             with self.gpu_shared():
                 t1 = time.monotonic()
-                submitted = self.pool.submit(job, timeout_s, on_ready=wake.set,
+                submitted = self.pool.submit(job, timeout_s, on_ready=wake.set, on_message=on_message,
                                              sink=self._sink(job, before_timing=judge_stop.resume))
                 submitted.future.add_done_callback(lambda _f: wake.set())
                 early = self.pool.wait(submitted, until=wake)
             t2 = time.monotonic()
-            if early is not None or submitted.future.done():  # it ended before it was ready to measure
-                res = early or submitted.future.result()
+            stopped = early is None and not submitted.future.done() and at_gate is not None and not at_gate()
+            if stopped:
+                self.pool.stop(submitted.job_id, "its correctness verdict is in; it is not timed")
+            if early is not None or submitted.future.done() or stopped:  # not measured
+                res = early or self.pool.wait(submitted)
+                assert res is not None  # a wait without `until` always returns the result
                 self._trace(job, queued_s=t1 - t0, setup_s=t2 - t1, **res.phases())
-                return res
+                return res, False
             with self.gpu.exclusive(keep=submitted.job_id, pause=pause), judge_stop:
                 t3 = time.monotonic()
                 self.pool.open_gate(submitted.job_id)
                 res = self.pool.wait(submitted)
+        assert res is not None  # a wait without `until` always returns the result
         self._trace(job, queued_s=t1 - t0, setup_s=t2 - t1, gpu_wait_s=t3 - t2, measure_s=time.monotonic() - t3,
-                    paused=float(pause), **res.phases())  # type: ignore[union-attr]  # see the return below
-        return res  # type: ignore[return-value]  # a wait without `until` always returns the result
+                    paused=float(pause), **res.phases())
+        return res, True
 
     # --- reference --------------------------------------------------------------------
     def judge_key(self, task: Task, protocol: EvalProtocol) -> str:
@@ -408,6 +433,7 @@ class Evaluator:
             # A timed reference job always reports the check run's output, which baselines need.
             if ref.error is None and self.timed:
                 ref.baselines_ready.clear()
+                ref.eager_ready.clear()
                 threading.Thread(target=self._measure_baselines, args=(key, task, protocol, ref, remeasure, t0),
                                  daemon=True, name="adaexplore-baselines").start()
             return ref
@@ -452,6 +478,7 @@ class Evaluator:
                     if self._ref_cache.get(key) is ref:
                         del self._ref_cache[key]
             ref.elapsed_s = time.monotonic() - t0
+            ref.eager_ready.set()
             ref.baselines_ready.set()
 
     def forget_reference(self, task: Task, protocol: EvalProtocol) -> None:
@@ -461,10 +488,14 @@ class Evaluator:
         self.judge.drop(self.judge_key(task, protocol))
 
     def validate_task(self, task: Task) -> TaskValidation:
-        """Load and run the reference; flag nondeterminism and degenerate outputs; time it on a GPU."""
+        """Load and run the reference; flag nondeterminism and degenerate outputs; time it on a GPU.
+
+        Answers once the eager baseline is known; the torch.compile baseline (minutes for some
+        tasks) goes on being measured and later results carry it (unless `wait_for_compile`)."""
         protocol = task.protocol
         with self._in_use.hold(self.judge_key(task, protocol)):
-            ref = self.reference(task, protocol)
+            ref = self._reference(task, protocol)
+            self._baselines_known(ref)
             if ref.error is not None:
                 return TaskValidation(ok=False, error=ref.error, device=self.device, elapsed_s=ref.elapsed_s)
             found = self.judge.flags(self.judge_key(task, protocol), protocol.tolerance.model_dump(mode="json"))
@@ -472,8 +503,17 @@ class Evaluator:
         return TaskValidation(
             ok=True, flags=flags, output_shapes=[list(m.get("shape", [])) for m in ref.output_metas],
             output_dtypes=[str(m.get("dtype", "")) for m in ref.output_metas],
-            reference_timing=ref.timing, compile_timing=ref.compile_timing, compile_note=ref.compile_note,
+            reference_timing=ref.timing, compile_timing=ref.compile_timing, compile_note=self._compile_note(ref),
             device=self.device, elapsed_s=ref.elapsed_s)
+
+    def _baselines_known(self, ref: Reference) -> None:
+        """Wait for the baselines a speedup needs: the eager one, or all with `wait_for_compile`."""
+        (ref.baselines_ready if self.wait_for_compile else ref.eager_ready).wait()
+
+    def _compile_note(self, ref: Reference) -> str | None:
+        if "compile" in self.baselines and ref.compile_timing is None and ref.compile_pending():
+            return COMPILE_PENDING
+        return ref.compile_note
 
     # --- baselines ----------------------------------------------------------------------
     def baseline_key(self, task: Task, protocol: EvalProtocol, info: dict) -> BaselineKey:
@@ -496,6 +536,8 @@ class Evaluator:
             got.eager = summarize(msg[0]["event_ms"], protocol.trim_fraction, method=timing_method(msg[0]))  # type: ignore[index]
             got.measured = tuple(sorted(set(got.measured) | {"eager"}))
             changed = True
+        ref.timing = got.eager
+        ref.eager_ready.set()  # candidates' timings need no more; torch.compile's may take a while
         if "compile" in self.baselines and not got.has(["compile"]):
             stats, note, ours = self._measure_compile(task, protocol, ref)
             got.compile, got.compile_note = stats, note
@@ -586,11 +628,13 @@ class Evaluator:
         ref = self._reference(task, protocol)
         if ref.error is not None:
             return self._reference_failed(ref)
+        if self.timed and self.one_process:
+            return self._check_then_time(task, source, protocol, ref, static.issues)
         res = self._run_shared(self._job(Job.candidate, task, protocol, candidate_source=source,
                                          hand_on_compiled=self.timed), protocol.timeout_s)
         result = correctness_verdict(res, ref, protocol, static.issues)
         if result.status is Status.correct and self.timed:
-            ref.baselines_ready.wait()
+            self._baselines_known(ref)
             if ref.error is not None:
                 return self._reference_failed(ref)
             checked, compiled = result, compiled_kernels(res)
@@ -600,6 +644,67 @@ class Evaluator:
         elif result.status is Status.correct:
             result = result.model_copy(update={"timing_note": NO_GPU_NOTE})
         return result
+
+    def _check_then_time(self, task: Task, source: str, protocol: EvalProtocol, ref: Reference,
+                         issues: list) -> EvalResult:
+        """Correctness and the first timing in one worker process: it runs its trials beside
+        other work (once the eager baseline is known), reports `checked`, prepares its timing and
+        waits at its gate. The gate opens only on a correct verdict on what it reported up to
+        `checked`; any other verdict kills it there. A measurement that needs repeating
+        (disturbed, or out of memory beside others) and a confirmation of a new best run as
+        separate timing jobs."""
+        # Baselines first: a job holding its slot at the gate must not wait for baseline jobs that
+        # need a slot themselves.
+        self._baselines_known(ref)
+        if ref.error is not None:
+            return self._reference_failed(ref)
+        job = self._job(Job.candidate, task, protocol, candidate_source=source, hand_on_compiled=True,
+                        then_time=True)
+        before: list[tuple[dict, list]] = []
+        checked_in = threading.Event()
+        verdict: list[EvalResult] = []
+
+        def on_message(head: dict, payload: list) -> None:
+            if head.get("kind") == Kind.checked:
+                checked_in.set()
+            elif not checked_in.is_set():
+                before.append((head, payload))
+
+        def at_gate() -> bool:
+            checked_in.wait(CHECKED_WAIT_S)  # the reader thread may still be on the frames before the gate
+            verdict.append(self._checked_so_far(before if checked_in.is_set() else None, ref, protocol, issues))
+            return verdict[0].status is Status.correct
+
+        res, measured = self._gated_run(job, protocol.timeout_s, reserve_as={**job, "kind": Job.timing},
+                                        on_message=on_message, at_gate=at_gate)
+        if not measured:  # judged as it ended, or stopped at its gate by its verdict
+            return verdict[0] if verdict else correctness_verdict(res, ref, protocol, issues)
+        checked = verdict[0]
+        forged = forged_fields(res)  # whatever came after `checked` may be the candidate's too
+        if forged is not None:
+            return checked.model_copy(update=forged)
+        compiled = compiled_kernels(WorkerResult(0, None, False, 0.0, "", messages=before))
+        msg = res.first(Kind.timing)
+        if self._crowded_out(res) or (msg is not None and disturbed(msg[0])):
+            result = self._time_candidate(task, source, protocol, ref, checked, compiled)  # measured again, apart
+        else:
+            result = self._with_compile_note(timing_verdict(res, ref, protocol, checked), ref)
+        if result.status is Status.correct and result.timing is not None:
+            result = self._confirm_if_best(task, source, protocol, ref, checked, result, compiled)
+        return result
+
+    @staticmethod
+    def _checked_so_far(before: list[tuple[dict, list]] | None, ref: Reference, protocol: EvalProtocol,
+                        issues: list) -> EvalResult:
+        """The correctness verdict on what a job reported before `checked` (None: it never said so),
+        as if it had ended there."""
+        ended = [*before, ({"kind": Kind.done}, [])] if before is not None else []
+        so_far = WorkerResult(exit_code=0, signal=None, timed_out=False, elapsed_s=0.0, output_tail="", messages=ended)
+        checked = correctness_verdict(so_far, ref, protocol, issues)
+        if before is not None and len(so_far.all(Kind.trial)) != protocol.correctness_trials:
+            checked = checked.model_copy(update={"status": Status.cheat_detected, "error": None, "cheat_reason": (
+                "the result channel carried frames the harness did not write ('checked' before every trial)")})
+        return checked
 
     def _confirm_if_best(self, task: Task, source: str, protocol: EvalProtocol, ref: Reference, checked: EvalResult,
                          timed: EvalResult, compiled: bytes | None = None) -> EvalResult:
@@ -658,4 +763,9 @@ class Evaluator:
         extra = {"compiled": compiled} if compiled else {}
         res = self._run_timed(self._job(Job.timing, task, protocol, candidate_source=source, **extra),
                               protocol.timeout_s)
-        return timing_verdict(res, ref, protocol, result)
+        return self._with_compile_note(timing_verdict(res, ref, protocol, result), ref)
+
+    def _with_compile_note(self, timed: EvalResult, ref: Reference) -> EvalResult:
+        if timed.compile_timing is None and timed.timing is not None:
+            timed = timed.model_copy(update={"compile_note": self._compile_note(ref)})
+        return timed

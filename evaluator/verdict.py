@@ -74,7 +74,7 @@ def expect(res: WorkerResult, kind: str, subject: str) -> tuple[tuple[dict, list
 _ERROR_STATUSES = frozenset({Status.syntax_error, Status.import_error, Status.compile_error, Status.runtime_error,
                              Status.cuda_error, Status.oom, Status.timeout})
 _ONCE = (Kind.ops, Kind.done, Kind.timing, Kind.error, Kind.violation, Kind.infra, Kind.kernels, Kind.triton,
-         Kind.floor, Kind.peaks)
+         Kind.floor, Kind.peaks, Kind.checked)
 
 
 def forged_report(res: WorkerResult) -> str | None:
@@ -104,6 +104,15 @@ def forged_report(res: WorkerResult) -> str | None:
     return None
 
 
+def forged_fields(res: WorkerResult) -> dict | None:
+    """Status fields for a report the harness cannot have written (see `forged_report`), or None."""
+    forged = forged_report(res)
+    if forged:
+        return {"status": Status.cheat_detected,
+                "cheat_reason": f"the result channel carried frames the harness did not write ({forged})"}
+    return None
+
+
 def candidate_failure(res: WorkerResult) -> dict | None:
     """Status fields for a worker that did not run to the end, or None."""
     if res.infra:
@@ -129,10 +138,9 @@ def candidate_failure(res: WorkerResult) -> dict | None:
             error_class="ReportedInfraError",
             message="the candidate's process reported an infrastructure failure, which the server does not "
                     "take from a process that ran candidate code: " + str(infra[0].get("message", ""))[:400])}
-    forged = forged_report(res)
+    forged = forged_fields(res)
     if forged:
-        return {"status": Status.cheat_detected,
-                "cheat_reason": f"the result channel carried frames the harness did not write ({forged})"}
+        return forged
     violation = res.first(Kind.violation)
     if violation:
         return {"status": Status.cheat_detected, "cheat_reason": str(violation[0].get("reason"))[:300]}

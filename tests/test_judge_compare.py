@@ -142,3 +142,49 @@ def test_pieces_out_of_order_or_repeated_are_refused_not_compared():
         # dropped with an error, and its end finds nothing to answer for.
         assert "out of order" in answer["error"] and answer["ours"] is True
         assert next(side.replies)[0] == {"req": f"x-{mode}", "error": "no such transfer", "ours": True}
+
+
+BIG_OUTPUT_TASK = '''
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return x * 2.0
+
+
+def get_inputs():
+    return [torch.randn(24 << 20)]  # 96 MB: more than one stage of the judge
+
+
+def get_init_inputs():
+    return []
+'''
+
+LAST_ELEMENT_WRONG = '''
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        out = x * 2.0
+        out[-1] += 1.0
+        return out
+'''
+
+
+def test_an_output_larger_than_a_stage_is_judged_whole_through_the_evaluator(tmp_path):
+    from adaexplore.evaluator.service import Evaluator
+    from adaexplore.evaluator.task import Task, check_task_source
+
+    check_task_source(BIG_OUTPUT_TASK)
+    task = Task(name="big_output", source=BIG_OUTPUT_TASK)
+    with Evaluator(work_dir=tmp_path, judge_budget_bytes=1 << 30) as ev:
+        assert ev.validate_task(task).ok
+        result = ev.evaluate(task, LAST_ELEMENT_WRONG)
+    # The one wrong element sits in the output's last stage, past a stage boundary.
+    assert result.status is Status.wrong_output, result.feedback()
+    assert result.mismatch is not None and result.mismatch.index == [(24 << 20) - 1]
+    assert result.mismatch.mismatched_fraction == pytest.approx(1 / (24 << 20))

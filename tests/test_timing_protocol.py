@@ -290,6 +290,53 @@ def test_baselines_persist_across_evaluators_and_can_be_remeasured(tmp_path):
         assert ev.validate_task(task).reference_timing == fresh.timing
 
 
+def slow_compile(ev: Evaluator, release: threading.Event) -> list[str]:
+    """Make the torch.compile baseline wait for `release`, then report 1 ms; returns the task
+    names it was measured for."""
+    measured: list[str] = []
+
+    def measure(task, protocol, ref):
+        assert release.wait(60)
+        measured.append(task.name)
+        return TimingStats(mean_ms=1.0, median_ms=1.0, min_ms=1.0, std_ms=0.0, runs=3,
+                           method="host_clock"), None, False
+    ev._measure_compile = measure  # type: ignore[method-assign]
+    return measured
+
+
+def test_registration_and_speedups_do_not_wait_for_the_torch_compile_baseline(tmp_path):
+    task = example_task("gelu_scale", warmup_runs=1, timed_runs=3)
+    release = threading.Event()
+    with Evaluator(work_dir=tmp_path, cpu_timing=True, baselines=("eager", "compile")) as ev:
+        slow_compile(ev, release)
+        v = ev.validate_task(task)
+        assert v.ok and v.reference_timing is not None
+        assert v.compile_timing is None and "still being measured" in v.compile_note
+        first = ev.evaluate(task, (EXAMPLES / "kernels" / "gelu_scale.py").read_text())
+        assert first.status is Status.correct and first.speedup is not None
+        assert first.compile_timing is None and "still being measured" in first.compile_note
+        release.set()
+        ev.reference(task)  # waits for every baseline
+        later = ev.evaluate(task, (EXAMPLES / "kernels" / "gelu_scale.py").read_text() + "\n# again\n")
+        assert later.compile_timing is not None and later.compile_timing.mean_ms == 1.0
+        assert later.compile_note is None and later.speedup_vs_best is not None
+
+
+def test_a_one_shot_evaluator_waits_for_the_torch_compile_baseline(tmp_path):
+    task = example_task("gelu_scale", warmup_runs=1, timed_runs=3)
+    release = threading.Event()
+    with Evaluator(work_dir=tmp_path, cpu_timing=True, baselines=("eager", "compile"), wait_for_compile=True) as ev:
+        slow_compile(ev, release)
+        answer: list = []
+        worker = threading.Thread(target=lambda: answer.append(ev.validate_task(task)))
+        worker.start()
+        worker.join(5)
+        assert worker.is_alive() and not answer  # registration waits for torch.compile here
+        release.set()
+        worker.join(60)
+        assert answer and answer[0].compile_timing is not None and answer[0].compile_note is None
+
+
 def test_baselines_must_include_eager(tmp_path):
     with pytest.raises(ValueError):
         Evaluator(work_dir=tmp_path, baselines=("compile",))
@@ -544,3 +591,93 @@ def test_inputs_on_the_cpu_follow_the_seed():
     task = _Task(lambda: [torch.rand(4)])
     assert torch.equal(harness.make_inputs(task, 1, torch.device("cpu"))[0],
                        harness.make_inputs(task, 1, torch.device("cpu"))[0])
+
+
+def test_in_one_process_a_correct_kernel_is_timed_where_it_was_checked_and_a_wrong_one_is_never_timed(tmp_path):
+    task = example_task("softmax", warmup_runs=1, timed_runs=3)
+    kernels = EXAMPLES / "kernels"
+    with Evaluator(work_dir=tmp_path, cpu_timing=True, baselines=("eager",), trace=True, one_process=True) as ev:
+        ev.validate_task(task)
+        ev.trace.clear()
+        good = ev.evaluate(task, (kernels / "softmax.py").read_text())
+        assert good.status is Status.correct and good.timing is not None and good.speedup is not None
+        assert good.trials_passed == good.trials and good.triton_launches > 0
+        jobs = [(t["kind"], t.get("measure_s") is not None) for t in ev.trace]
+        # Checked and timed in one process, then the new best confirmed in a fresh one: two processes, not three.
+        assert jobs == [("candidate", True), ("timing", True)], ev.trace
+        assert "confirmed" in (good.timing_note or ""), good.timing_note
+        ev.trace.clear()
+        bad = ev.evaluate(task, (kernels / "broken" / "wrong_output.py").read_text())
+        assert bad.status is Status.wrong_output and bad.timing is None
+        assert [(t["kind"], t.get("measure_s") is not None) for t in ev.trace] == [("candidate", False)]
+
+
+def test_in_one_process_a_kernel_that_turns_lazy_once_its_trials_are_over_is_caught_by_the_check_run(tmp_path):
+    """The process that passed its trials is the one timed: a kernel that counts its calls and
+    stops computing after the trials still has its check run after timing compared."""
+    task = example_task("softmax", warmup_runs=1, timed_runs=3)
+    source = (EXAMPLES / "kernels" / "softmax.py").read_text().replace(
+        "        x = x.contiguous()\n",
+        "        self.calls = getattr(self, 'calls', 0) + 1\n"
+        "        if self.calls > 5:\n"
+        "            return torch.empty_like(x)\n"
+        "        x = x.contiguous()\n")
+    with Evaluator(work_dir=tmp_path, cpu_timing=True, baselines=("eager",), one_process=True) as ev:
+        result = ev.evaluate(task, source)
+    assert result.status is Status.wrong_output and result.trials_passed == result.trials
+    assert "output produced while timing" in result.error.message, result.feedback()
+
+
+FORGES_ITS_REPORT = '''
+import gc
+
+from adaexplore.evaluator.worker.harness import Reporter
+
+FORGED = []
+
+
+class ModelNew(Model):
+    def forward(self, x):
+        if not FORGED:  # on its first call: says its trials are over and that it ran no PyTorch op
+            rep = next(o for o in gc.get_objects() if isinstance(o, Reporter))
+            rep.send({"kind": "ops", "ops": [], "launches": 5, "flags_reset": []})
+            rep.send({"kind": "checked"})
+            FORGED.append(True)
+        return super().forward(x)
+'''
+
+
+def test_in_one_process_a_candidate_that_forges_the_end_of_its_trials_is_caught_and_never_timed(tmp_path):
+    task = example_task("softmax", warmup_runs=1, timed_runs=3)
+    source = task.source.split("def get_inputs")[0] + FORGES_ITS_REPORT
+    with Evaluator(work_dir=tmp_path, cpu_timing=True, baselines=("eager",), trace=True, one_process=True) as ev:
+        result = ev.evaluate(task, source)
+        kinds = [t["kind"] for t in ev.trace]
+    assert result.status is Status.cheat_detected and "'checked' before every trial" in result.cheat_reason
+    assert result.timing is None and kinds[-1] == "candidate" and "measure_s" not in ev.trace[-1]  # never measured
+
+
+@gpu
+def test_on_the_gpu_one_process_times_a_correct_kernel_where_it_was_checked(tmp_path):
+    task = example_task("softmax")
+    kernels = EXAMPLES / "kernels"
+    with Evaluator(work_dir=tmp_path, baselines=("eager",), trace=True, one_process=True) as ev:
+        ev.validate_task(task)
+        ev.trace.clear()
+        good = ev.evaluate(task, (kernels / "softmax.py").read_text())
+        assert good.status is Status.correct and good.timing is not None and good.timing.method == "cuda_events"
+        # Checked and timed in one process (measured), then the new best confirmed in a fresh one.
+        assert [(t["kind"], "measure_s" in t) for t in ev.trace] == [("candidate", True), ("timing", True)], ev.trace
+        bad = ev.evaluate(task, (kernels / "broken" / "wrong_output.py").read_text())
+        assert bad.status is Status.wrong_output and bad.timing is None
+
+
+def test_in_one_process_a_first_candidate_on_a_single_slot_does_not_wait_for_baselines_that_need_its_slot(tmp_path):
+    task = example_task("softmax", warmup_runs=1, timed_runs=3)
+    answer: list = []
+    with Evaluator(work_dir=tmp_path, cpu_timing=True, baselines=("eager",), max_parallel=1, one_process=True) as ev:
+        worker = threading.Thread(target=lambda: answer.append(
+            ev.evaluate(task, (EXAMPLES / "kernels" / "softmax.py").read_text())), daemon=True)
+        worker.start()  # no registration first: the eager baseline is measured on the way
+        worker.join(180)
+        assert answer and answer[0].status is Status.correct and answer[0].speedup is not None

@@ -46,8 +46,10 @@ class Overflow(Exception):
 
 
 class FrameReader:
-    def __init__(self, nonce: str | None, sink: Sink | None = None, max_buffered: int = 1 << 32) -> None:
+    def __init__(self, nonce: str | None, sink: Sink | None = None, max_buffered: int = 1 << 32,
+                 on_message: Callable[[dict, list], None] | None = None) -> None:
         self.nonce, self.sink, self.max_buffered = nonce, sink, max_buffered
+        self.on_message = on_message  # told of each message as it completes (a job's results so far)
         self.messages: list[tuple[dict, list]] = []
         self.error: str | None = None
         self.overflow = False
@@ -182,9 +184,11 @@ class FrameReader:
         if self._receiver is not None:
             receiver, self._receiver = self._receiver, None
             self.messages.append((frame["head"], [receiver.close()]))
-            return
-        tensors = [wire.decode_tensor(m, memoryview(b)) for m, b in zip(frame["metas"], frame["data"])]
-        self.messages.append((frame["head"], tensors))
+        else:
+            tensors = [wire.decode_tensor(m, memoryview(b)) for m, b in zip(frame["metas"], frame["data"])]
+            self.messages.append((frame["head"], tensors))
+        if self.on_message is not None:
+            self.on_message(*self.messages[-1])
 
     def _abort(self) -> None:
         if self._receiver is not None:

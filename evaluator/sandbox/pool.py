@@ -117,9 +117,10 @@ class _Running:
     """This side's state of one job in flight."""
 
     def __init__(self, job_id: str, nonce: str, future: Future, read_fd: int,
-                 on_ready: Callable[[], None] | None, sink: Sink | None = None) -> None:
+                 on_ready: Callable[[], None] | None, sink: Sink | None = None,
+                 on_message: Callable[[dict, list], None] | None = None) -> None:
         self.job_id, self.nonce, self.future, self.read_fd = job_id, nonce, future, read_fd
-        self.on_ready, self.sink = on_ready, sink
+        self.on_ready, self.sink, self.on_message = on_ready, sink, on_message
         self.overflow = False
         self.infra: str | None = None
         self.end: dict | None = None  # the warm parent's report of how the process ended
@@ -246,12 +247,14 @@ class WorkerPool:
 
     # --- jobs -----------------------------------------------------------------------
     def submit(self, job: dict, timeout_s: float, on_ready: Callable[[], None] | None = None,
-               sink: Sink | None = None) -> Submitted:
+               sink: Sink | None = None, on_message: Callable[[dict, list], None] | None = None) -> Submitted:
         """Run `job` in a fresh child; the future resolves to a WorkerResult (never raises).
 
         With `on_ready` the job is gated: the child prepares, then waits until `open_gate`;
         `on_ready` is called (on a pool thread) once it waits. Its deadline restarts at the gate.
         With `sink`, the tensors of each frame it accepts stream to a receiver (see `frames`).
+        `on_message` is told of each message as it is read (on the job's reader thread): the
+        results of a job still running.
         """
         fut: Future = Future()
         job_id = f"j{next(self._ids)}"
@@ -269,7 +272,7 @@ class WorkerPool:
                                    "gated": on_ready is not None}}, [job[k] for k in blob_keys])
         r, w = os.pipe()
         _widen(r)
-        running = _Running(job_id, nonce, fut, r, on_ready, sink)
+        running = _Running(job_id, nonce, fut, r, on_ready, sink, on_message)
         with self._lock:
             self._jobs[job_id] = running
             try:
@@ -291,6 +294,10 @@ class WorkerPool:
     def open_gate(self, job_id: str) -> None:
         """Let a gated job that is waiting go on (the caller now holds the GPU for it)."""
         self._send({"op": Op.go, "job_id": job_id})
+
+    def stop(self, job_id: str, reason: str) -> None:
+        """Kill a job's processes (its result says `reason` in `killed_for`)."""
+        self._send({"op": Op.kill, "job_id": job_id, "reason": reason})
 
     def pause(self, keep: str | None = None) -> None:
         """Stop every running job's processes but `keep`'s; returns once they are stopped.
@@ -338,7 +345,7 @@ class WorkerPool:
     def _collect(self, job: _Running) -> None:
         """Read one job's pipe to its end (frames parsed as they come, tensor bytes handed to the
         job's sink), then wait for how its process ended."""
-        reader = FrameReader(job.nonce, job.sink, self.max_result_bytes)
+        reader = FrameReader(job.nonce, job.sink, self.max_result_bytes, job.on_message)
         poller = select.poll()
         poller.register(job.read_fd, select.POLLIN)
         try:

@@ -106,6 +106,14 @@ class LaunchCounter:
     def __init__(self) -> None:
         self.count = 0
         self._installed = False
+        self._originals: list[tuple[type, object]] = []
+
+    def uninstall(self) -> None:
+        """Put the launchers back (before timing: counting would add to every launch)."""
+        for cls, original in self._originals:
+            cls.run = original  # type: ignore[attr-defined]
+        self._originals.clear()
+        self._installed = False
 
     def install(self) -> None:
         if self._installed:
@@ -121,6 +129,7 @@ class LaunchCounter:
             pass
         for cls in targets:
             original = cls.run
+            self._originals.append((cls, original))
 
             def counting_run(self_, *args, __orig=original, **kwargs):
                 self._bump()

@@ -191,6 +191,18 @@ def run_candidate(job: dict, rep: Reporter) -> None:
             rep.send({"kind": Kind.compiled}, [torch.frombuffer(bytearray(compiled), dtype=torch.uint8)])
     rep.send({"kind": Kind.ops, "ops": sorted(guards.compute_ops(ops)), "launches": counter.count,
               "flags_reset": flag_guard.restore(), "phases": rep.phase_report()})
+    if job.get("then_time"):
+        # The same process goes on to time the candidate: CUDA, the module, its kernels and the
+        # task are ready. The trusted side opens the timing gate only once the trials above are
+        # judged correct; otherwise it kills this process there.
+        rep.send({"kind": Kind.checked})
+        counter.uninstall()
+        inputs = before = outputs = []  # the last trial's tensors: timing makes its own inputs
+        try:
+            _time(job, rep, model, task, protocol, device, flag_guard, module)
+        except BaseException as exc:  # noqa: BLE001
+            _fail(rep, harness.classify(exc, "run"), exc, source, "timing")
+            return
     rep.send({"kind": Kind.done})
 
 
