@@ -81,9 +81,13 @@ case "${1:-tests}" in
   compile-baseline)  # the GPU tests of the baselines (eager and torch.compile)
     timeout 200 python3 -m pytest -q -p no:cacheprovider -rfs --tb=short tests/test_timing_protocol.py \
       -k "compile or baseline" 2>&1 | tee "$out/pytest_baselines.txt" | tail -15 ;;
-  judge-tests)  # the judge's and the profile's tests on the GPU
-    timeout 240 python3 -m pytest -q -p no:cacheprovider -rfs --tb=short tests/test_judge.py tests/test_profile.py \
-      2>&1 | tee "$out/pytest_judge.txt" | tail -15 ;;
+  judge-tests)  # the judge's and the profile's tests on the GPU (the streamed comparison's memory included),
+    # then the timing paths that go with them: one-process timing, baselines measured beside candidates
+    timeout 240 python3 -m pytest -q -p no:cacheprovider -rfs --tb=short tests/test_judge.py tests/test_judge_compare.py \
+      tests/test_profile.py 2>&1 | tee "$out/pytest_judge.txt" | tail -15
+    timeout 240 python3 -m pytest -q -p no:cacheprovider -rfs --tb=short tests/test_timing_protocol.py \
+      -k "one_process or torch_compile or single_slot or forges or lazy or compile_baseline" 2>&1 \
+      | tee "$out/pytest_timing.txt" | tail -15 ;;
   evaluator)  # the evaluator's GPU paths: timing protocol, worker pool, GPU lock, profiles
     timeout 330 python3 -m pytest -q -p no:cacheprovider -n 2 --dist loadfile -rfs --tb=short tests/test_timing_protocol.py \
       tests/test_worker_pool.py tests/test_gpu_lock.py tests/test_profile.py tests/test_evaluator.py 2>&1 \

@@ -188,3 +188,22 @@ def test_an_output_larger_than_a_stage_is_judged_whole_through_the_evaluator(tmp
     assert result.status is Status.wrong_output, result.feedback()
     assert result.mismatch is not None and result.mismatch.index == [(24 << 20) - 1]
     assert result.mismatch.mismatched_fraction == pytest.approx(1 / (24 << 20))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_on_the_gpu_comparing_a_large_output_takes_a_few_stages_of_memory_not_copies_of_the_output():
+    side = JudgeOnASocket("cuda")
+    n = 1 << 28  # 1 GiB of float32
+    raw = torch.randn(n)
+    assert side.stream("r", "big", "store", [raw], piece=64 << 20) == {"req": "r", "stored": True}
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    base = torch.cuda.memory_allocated()
+    got = raw.clone()
+    got[-1] += 1.0
+    answer = side.stream("c", "big", "compare", [got], piece=8 << 20)
+    assert answer["verdict"]["status"] == "wrong_output" and answer["verdict"]["mismatch"]["index"] == [n - 1]
+    extra = torch.cuda.max_memory_allocated() - base
+    # A few stages and pieces' temporaries; receiving the output whole and comparing it in float64
+    # took several times the output.
+    assert extra < 2 << 30, f"the comparison took {extra / 2**30:.2f} GiB beside the stored reference"
