@@ -9,6 +9,10 @@ are the honest Triton kernels of benchmarks/candidates/level2. Two shapes, each 
 - first: 13 distinct tasks, one candidate each, cold: a fresh work directory, so no stored
   baselines and an empty Triton cache (the field side gets its own empty Triton cache too).
 
+With --steady the search shape has a second round, as a search's later rounds are: every distinct
+candidate again with its kernels' text changed (so they compile again), all submitted at once to
+the tasks registered in round 1; its rate is rated against the same field rate.
+
 Ours runs first, alone on the GPU; then the field's harness, serially as the field runs it,
 in the time left before --deadline-s. If that time cannot cover every distinct candidate, the
 field side runs a subsample (round-robin over tasks) and its rate is estimated from the mean
@@ -17,7 +21,7 @@ wall time of the candidates it ran; the report says so. The field is given our t
 
     python benchmarks/vs_field.py [--shape search|first|both] [--problems .kb]
         [--field-harness ../shared/kernelbench/run_harness.py] [--deadline-s 480]
-        [--json-out FILE] [--markdown FILE] [--field-parallel N] [--cpu-check]
+        [--json-out FILE] [--markdown FILE] [--field-parallel N] [--cpu-check] [--steady] [--one-process]
 
 --cpu-check runs only our side, on shrunk tasks through Triton's interpreter (no timing), to
 check on a machine without a GPU that every candidate is judged `correct` and none is called a
@@ -85,6 +89,22 @@ def submissions(shape: str) -> list[dict]:
 def copy_source(source: str, k: int) -> str:
     """The same kernel, told apart from its siblings only by a trailing comment."""
     return source.rstrip("\n") + f"\n# identical copy {k} of {COPIES}: only this comment differs\n"
+
+
+def recompiled_source(source: str, tag: str) -> str:
+    """The same kernels under new text: a comment on each jitted function's `def` line changes
+    the source Triton keys its compile cache on, so they compile again, as a new candidate's do."""
+    out, decorated = [], False
+    for line in source.split("\n"):
+        stripped = line.strip()
+        if stripped.startswith("@"):
+            decorated = decorated or "jit" in stripped
+        elif stripped.startswith("def ") and decorated:
+            line, decorated = f"{line}  # {tag}", False
+        elif stripped and not stripped.startswith("#"):
+            decorated = False
+        out.append(line)
+    return "\n".join(out)
 
 
 def field_order(subs: list[dict]) -> list[dict]:
@@ -207,6 +227,16 @@ def summarize(shape: str, ours: dict, field: dict, field_total: int) -> dict:
     statuses: dict[str, int] = {}
     for r in rows:
         statuses[r["status"]] = statuses.get(r["status"], 0) + 1
+    steady = ours.get("steady")
+    steady_out = None
+    if steady:
+        steady_rate = per_hour(len(steady["rows"]), steady.get("wall_s"))
+        counts: dict[str, int] = {}
+        for r in steady["rows"]:
+            counts[r["status"]] = counts.get(r["status"], 0) + 1
+        steady_out = {"submitted": len(steady["rows"]), "wall_s": steady.get("wall_s"), "per_hour": steady_rate,
+                      "ratio": steady_rate / field_rate if steady_rate and field_rate else None,
+                      "statuses": dict(sorted(counts.items()))}
     return {
         "shape": shape,
         "ours": {"submitted": len(rows), "distinct": len(distinct), "wall_s": ours.get("wall_s"),
@@ -223,7 +253,7 @@ def summarize(shape: str, ours: dict, field: dict, field_total: int) -> dict:
                   "subsampled": len(f_walls) < field_total, "wall_s": field.get("wall_s"),
                   "per_hour": field_rate, "tol": field.get("tol"), "skipped_reason": field.get("skipped_reason"),
                   "latency_p50_s": percentile(f_walls, 50), "latency_p95_s": percentile(f_walls, 95)},
-        "ratio_distinct": ratio, "ratio_all": ratio_all,
+        "ratio_distinct": ratio, "ratio_all": ratio_all, "steady": steady_out,
         "agreement": agreement(distinct, f_rows),
         "copies": copies_spread(rows),
     }
@@ -257,6 +287,14 @@ def render(summary: dict, device: str) -> str:
              + ". Latency is from submission (all at t=0, "
              "registration included) to result. Statuses: "
              + ", ".join(f"{k}: {v}" for k, v in sorted(o["statuses"].items())) + "."]
+    st = s.get("steady")
+    if st:
+        lines += ["", f"**Search round 2 (tasks registered, as in a search's later rounds): {st['submitted']} new "
+                      f"candidates in {fmt(st['wall_s'], '.1f')} s, {fmt(st['per_hour'], '.0f')} per GPU-hour, "
+                  f"{fmt(st['ratio'], '.1f')}x the field.** Each is a distinct candidate of round 1 with a comment on "
+                  "each jitted function's `def` line, so its kernels compile again (Triton keys its cache on their "
+                  "text), all submitted at once after round 1 ended. Statuses: "
+                  + ", ".join(f"{k}: {v}" for k, v in st["statuses"].items()) + "."]
     for task, err in o.get("registration_failed", {}).items():
         lines.append(f"Registration of {task} failed: {err}")
     if f.get("skipped_reason"):
@@ -289,8 +327,9 @@ def render(summary: dict, device: str) -> str:
 
 # --- the two sides ------------------------------------------------------------------------------
 
-def run_ours(subs: list[dict], problems: Path, root: Path, args) -> dict:
-    """Every submission to one fresh evaluator at once; tasks registered in the same threads."""
+def run_ours(subs: list[dict], problems: Path, root: Path, args, steady: bool = False) -> dict:
+    """Every submission to one fresh evaluator at once; tasks registered in the same threads.
+    With `steady`, then every distinct candidate again, recompiled, all at once (round 2)."""
     from adaexplore.evaluator.service import Evaluator
     from adaexplore.evaluator.task import Task, check_task_source
 
@@ -354,6 +393,13 @@ def run_ours(subs: list[dict], problems: Path, root: Path, args) -> dict:
         with ThreadPoolExecutor(max(1, len(subs))) as pool:
             out["rows"] = list(pool.map(one, subs))
         out["wall_s"] = time.monotonic() - t0
+        if steady:
+            again = [{**sub, "source": recompiled_source(sub["source"], "round 2"), "variant": sub["variant"] + "#r2",
+                      "key": sub["key"] + "#r2", "copy_of": None} for sub in subs if not sub["copy_of"]]
+            t2 = time.monotonic()
+            with ThreadPoolExecutor(max(1, len(again))) as pool:
+                rows2 = list(pool.map(one, again))
+            out["steady"] = {"rows": rows2, "wall_s": time.monotonic() - t2}
         out["register_s"] = last_reg[0]
         out["registration"] = reg_info
         out["trace"] = ev.trace or []
@@ -424,7 +470,7 @@ def run_shape(shape: str, problems: Path, harness: Path | None, root: Path, args
             s["source"] = s["path"].read_text()
         s["key"] = f"{s['task']}/{s['variant']}"
     log(f"[{shape}] {len(subs)} submissions over {len({s['task'] for s in subs})} tasks")
-    ours = run_ours(subs, problems, root / shape, args)
+    ours = run_ours(subs, problems, root / shape, args, steady=args.steady and shape == "search")
     order = field_order(subs)
     if args.cpu_check:
         field = {"rows": {}, "skipped_reason": "--cpu-check (the field's harness needs a CUDA device)"}
@@ -463,6 +509,9 @@ def main() -> int:
     ap.add_argument("--field-timeout", type=float, default=300.0)
     ap.add_argument("--baselines", default="", help="our baselines (default: the evaluator's own, as a user gets)")
     ap.add_argument("--cpu-check", action="store_true", help="ours only, shrunk tasks, Triton's interpreter")
+    ap.add_argument("--steady", action="store_true",
+                    help="then a second round: every distinct candidate again, recompiled, submitted at once to the "
+                         "registered tasks (a search's later rounds)")
     ap.add_argument("--one-process", action="store_true",
                     help="ours checks and first times each candidate in one worker process (Evaluator(one_process=True))")
     args = ap.parse_args()

@@ -134,6 +134,47 @@ def test_copies_differ_from_their_kernel_only_by_a_comment():
     assert all(ast.dump(ast.parse(c)) == ast.dump(ast.parse(source)) for c in copies)
 
 
+@pytest.mark.parametrize("path", sorted(vs_field.CANDIDATES.glob("*/v*.py"))[:12], ids=lambda p: p.parent.name[:20] + "/" + p.stem)
+def test_a_round_two_candidate_is_the_same_program_with_every_jitted_def_line_changed(path):
+    source = path.read_text()
+    again = vs_field.recompiled_source(source, "round 2")
+    assert ast.dump(ast.parse(again)) == ast.dump(ast.parse(source))  # the same program
+    jitted = [n for n in ast.walk(ast.parse(source)) if isinstance(n, ast.FunctionDef)
+              and any("jit" in ast.unparse(d) for d in n.decorator_list)]
+    lines = again.split("\n")
+    assert jitted and all(lines[n.lineno - 1].endswith("# round 2") for n in jitted)  # what Triton keys its cache on
+    assert again.count("# round 2") == len(jitted)
+
+
+def test_tritons_cache_key_of_a_round_two_kernel_differs_so_it_compiles_again(tmp_path, monkeypatch):
+    import importlib.util
+
+    monkeypatch.setenv("TRITON_INTERPRET", "0")  # compiled kernels (JITFunction), not interpreted ones
+    from triton.runtime.jit import JITFunction
+
+    source = (vs_field.CANDIDATES / vs_field.SEARCH_TASKS[0] / f"{vs_field.COPIED_VARIANT}.py").read_text()
+    keys = []
+    for i, text in enumerate([source, vs_field.recompiled_source(source, "round 2")]):
+        path = tmp_path / f"round{i}.py"
+        path.write_text(text)
+        spec = importlib.util.spec_from_file_location(f"round{i}", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        keys.append(sorted(v.cache_key for v in vars(module).values() if isinstance(v, JITFunction)))
+    assert keys[0] and len(keys[0]) == len(keys[1]) and not set(keys[0]) & set(keys[1])
+
+
+def test_the_steady_round_is_rated_against_the_same_field_rate():
+    ours = {"rows": [ours_row("t/v1")], "wall_s": 100.0,
+            "steady": {"rows": [ours_row("t/v1#r2"), ours_row("t/v2#r2", status="wrong_output")], "wall_s": 2.0}}
+    field = {"rows": {"t/v1": {"compiled": True, "correct": True, "runtime_ms": 1.0, "wall_s": 10.0}},
+             "parallel": 1, "wall_s": 10.0, "tol": 0.01}
+    s = vs_field.summarize("search", ours, field, field_total=1)
+    assert s["steady"]["per_hour"] == pytest.approx(3600.0) and s["steady"]["ratio"] == pytest.approx(10.0)
+    assert s["steady"]["statuses"] == {"correct": 1, "wrong_output": 1}
+    assert "Search round 2" in vs_field.render(s, "x") and "10.0x the field" in vs_field.render(s, "x")
+
+
 def test_field_order_covers_every_task_before_a_second_variant_of_any():
     subs = vs_field.submissions("search")
     order = vs_field.field_order(subs)
