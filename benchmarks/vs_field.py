@@ -39,6 +39,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -209,6 +210,10 @@ def copies_spread(ours: list[dict]) -> dict[str, dict]:
     return out
 
 
+def status_counts(rows: list[dict]) -> dict[str, int]:
+    return dict(Counter(r["status"] for r in rows))
+
+
 def summarize(shape: str, ours: dict, field: dict, field_total: int) -> dict:
     """Everything the report says about one shape, from the two sides' raw results."""
     rows = ours.get("rows", [])
@@ -224,19 +229,14 @@ def summarize(shape: str, ours: dict, field: dict, field_total: int) -> dict:
         field_rate = 3600.0 / (sum(f_walls) / len(f_walls)) if f_walls else None
     ratio = ours_rate_distinct / field_rate if ours_rate_distinct and field_rate else None
     ratio_all = ours_rate_all / field_rate if ours_rate_all and field_rate else None
-    statuses: dict[str, int] = {}
-    for r in rows:
-        statuses[r["status"]] = statuses.get(r["status"], 0) + 1
+    statuses = status_counts(rows)
     steady = ours.get("steady")
     steady_out = None
     if steady:
         steady_rate = per_hour(len(steady["rows"]), steady.get("wall_s"))
-        counts: dict[str, int] = {}
-        for r in steady["rows"]:
-            counts[r["status"]] = counts.get(r["status"], 0) + 1
         steady_out = {"submitted": len(steady["rows"]), "wall_s": steady.get("wall_s"), "per_hour": steady_rate,
                       "ratio": steady_rate / field_rate if steady_rate and field_rate else None,
-                      "statuses": dict(sorted(counts.items()))}
+                      "statuses": dict(sorted(status_counts(steady["rows"]).items()))}
     return {
         "shape": shape,
         "ours": {"submitted": len(rows), "distinct": len(distinct), "wall_s": ours.get("wall_s"),

@@ -127,10 +127,16 @@ def compare_outputs(got: list[torch.Tensor], expected: list[torch.Tensor], tol: 
         return decided
     check = OutputCheck(expected, tol, trial)
     for i, g in enumerate(got):
-        flat = g.reshape(-1)
-        for start in range(0, flat.numel(), PIECE_ELEMENTS):
-            check.feed(i, start, flat[start:start + PIECE_ELEMENTS])
+        for start, piece in _pieces(g):
+            check.feed(i, start, piece)
     return check.verdict()
+
+
+def _pieces(t: torch.Tensor):
+    """(first element, piece) over the flattened tensor, PIECE_ELEMENTS at a time."""
+    flat = t.reshape(-1)
+    for start in range(0, flat.numel(), PIECE_ELEMENTS):
+        yield start, flat[start:start + PIECE_ELEMENTS]
 
 
 _FAST_DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.float64)
@@ -157,9 +163,7 @@ def zeros_pass(expected: list[torch.Tensor], tol: Tolerance) -> bool:
     floats = [e for e in expected if e.is_floating_point()]
     for e in floats:
         check = OutputCheck([e], tol)
-        flat = e.reshape(-1)
-        for start in range(0, flat.numel(), PIECE_ELEMENTS):
-            piece = flat[start:start + PIECE_ELEMENTS]
+        for start, piece in _pieces(e):
             check.feed(0, start, torch.zeros_like(piece))
         if check.verdict().status is not Status.correct:
             return False

@@ -50,9 +50,6 @@ class Reference:
     baselines_ready: threading.Event = field(default_factory=_set_event)
     eager_ready: threading.Event = field(default_factory=_set_event)
 
-    def compile_pending(self) -> bool:
-        """Whether the torch.compile baseline is still being measured."""
-        return not self.baselines_ready.is_set()
 
     def best_ms(self) -> float | None:
         """The faster of the measured baselines (eager, torch.compile)."""

@@ -371,10 +371,11 @@ class Evaluator:
                 submitted.future.add_done_callback(lambda _f: wake.set())
                 early = self.pool.wait(submitted, until=wake)
             t2 = time.monotonic()
-            stopped = early is None and not submitted.future.done() and at_gate is not None and not at_gate()
-            if stopped:
+            waiting = early is None and not submitted.future.done()
+            if waiting and at_gate is not None and not at_gate():
                 self.pool.stop(submitted.job_id, "its correctness verdict is in; it is not timed")
-            if early is not None or submitted.future.done() or stopped:  # not measured
+                waiting = False
+            if not waiting:  # ended before its gate, or stopped there: not measured
                 res = early or self.pool.wait(submitted)
                 assert res is not None  # a wait without `until` always returns the result
                 self._trace(job, queued_s=t1 - t0, setup_s=t2 - t1, **res.phases())
@@ -434,6 +435,8 @@ class Evaluator:
             if ref.error is None and self.timed:
                 ref.baselines_ready.clear()
                 ref.eager_ready.clear()
+                if "compile" in self.baselines:  # until `_baselines` says what it found
+                    ref.compile_note = COMPILE_PENDING
                 threading.Thread(target=self._measure_baselines, args=(key, task, protocol, ref, remeasure, t0),
                                  daemon=True, name="adaexplore-baselines").start()
             return ref
@@ -503,17 +506,12 @@ class Evaluator:
         return TaskValidation(
             ok=True, flags=flags, output_shapes=[list(m.get("shape", [])) for m in ref.output_metas],
             output_dtypes=[str(m.get("dtype", "")) for m in ref.output_metas],
-            reference_timing=ref.timing, compile_timing=ref.compile_timing, compile_note=self._compile_note(ref),
+            reference_timing=ref.timing, compile_timing=ref.compile_timing, compile_note=ref.compile_note,
             device=self.device, elapsed_s=ref.elapsed_s)
 
     def _baselines_known(self, ref: Reference) -> None:
         """Wait for the baselines a speedup needs: the eager one, or all with `wait_for_compile`."""
         (ref.baselines_ready if self.wait_for_compile else ref.eager_ready).wait()
-
-    def _compile_note(self, ref: Reference) -> str | None:
-        if "compile" in self.baselines and ref.compile_timing is None and ref.compile_pending():
-            return COMPILE_PENDING
-        return ref.compile_note
 
     # --- baselines ----------------------------------------------------------------------
     def baseline_key(self, task: Task, protocol: EvalProtocol, info: dict) -> BaselineKey:
@@ -662,7 +660,7 @@ class Evaluator:
                         then_time=True)
         before: list[tuple[dict, list]] = []
         checked_in = threading.Event()
-        verdict: list[EvalResult] = []
+        verdict: list[tuple[WorkerResult, EvalResult]] = []  # what it reported up to `checked`, judged
 
         def on_message(head: dict, payload: list) -> None:
             if head.get("kind") == Kind.checked:
@@ -673,38 +671,38 @@ class Evaluator:
         def at_gate() -> bool:
             checked_in.wait(CHECKED_WAIT_S)  # the reader thread may still be on the frames before the gate
             verdict.append(self._checked_so_far(before if checked_in.is_set() else None, ref, protocol, issues))
-            return verdict[0].status is Status.correct
+            return verdict[0][1].status is Status.correct
 
         res, measured = self._gated_run(job, protocol.timeout_s, reserve_as={**job, "kind": Job.timing},
                                         on_message=on_message, at_gate=at_gate)
         if not measured:  # judged as it ended, or stopped at its gate by its verdict
-            return verdict[0] if verdict else correctness_verdict(res, ref, protocol, issues)
-        checked = verdict[0]
+            return verdict[0][1] if verdict else correctness_verdict(res, ref, protocol, issues)
+        so_far, checked = verdict[0]
         forged = forged_fields(res)  # whatever came after `checked` may be the candidate's too
         if forged is not None:
             return checked.model_copy(update=forged)
-        compiled = compiled_kernels(WorkerResult(0, None, False, 0.0, "", messages=before))
+        compiled = compiled_kernels(so_far)
         msg = res.first(Kind.timing)
         if self._crowded_out(res) or (msg is not None and disturbed(msg[0])):
             result = self._time_candidate(task, source, protocol, ref, checked, compiled)  # measured again, apart
         else:
-            result = self._with_compile_note(timing_verdict(res, ref, protocol, checked), ref)
+            result = timing_verdict(res, ref, protocol, checked)
         if result.status is Status.correct and result.timing is not None:
             result = self._confirm_if_best(task, source, protocol, ref, checked, result, compiled)
         return result
 
     @staticmethod
     def _checked_so_far(before: list[tuple[dict, list]] | None, ref: Reference, protocol: EvalProtocol,
-                        issues: list) -> EvalResult:
-        """The correctness verdict on what a job reported before `checked` (None: it never said so),
-        as if it had ended there."""
+                        issues: list) -> tuple[WorkerResult, EvalResult]:
+        """What a job reported before `checked` (None: it never said so), as if it had ended
+        there, and the correctness verdict on it."""
         ended = [*before, ({"kind": Kind.done}, [])] if before is not None else []
         so_far = WorkerResult(exit_code=0, signal=None, timed_out=False, elapsed_s=0.0, output_tail="", messages=ended)
         checked = correctness_verdict(so_far, ref, protocol, issues)
         if before is not None and len(so_far.all(Kind.trial)) != protocol.correctness_trials:
             checked = checked.model_copy(update={"status": Status.cheat_detected, "error": None, "cheat_reason": (
                 "the result channel carried frames the harness did not write ('checked' before every trial)")})
-        return checked
+        return so_far, checked
 
     def _confirm_if_best(self, task: Task, source: str, protocol: EvalProtocol, ref: Reference, checked: EvalResult,
                          timed: EvalResult, compiled: bytes | None = None) -> EvalResult:
@@ -763,9 +761,4 @@ class Evaluator:
         extra = {"compiled": compiled} if compiled else {}
         res = self._run_timed(self._job(Job.timing, task, protocol, candidate_source=source, **extra),
                               protocol.timeout_s)
-        return self._with_compile_note(timing_verdict(res, ref, protocol, result), ref)
-
-    def _with_compile_note(self, timed: EvalResult, ref: Reference) -> EvalResult:
-        if timed.compile_timing is None and timed.timing is not None:
-            timed = timed.model_copy(update={"compile_note": self._compile_note(ref)})
-        return timed
+        return timing_verdict(res, ref, protocol, result)

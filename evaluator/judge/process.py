@@ -66,12 +66,6 @@ class Pending:
     failure: dict | None = None  # decided before the data arrived (shape mismatch, budget, ...)
 
 
-def _dtype(name: str) -> torch.dtype:
-    if name not in wire.DTYPES:
-        raise ValueError(f"dtype not allowed: {name!r}")
-    return getattr(torch, name)
-
-
 class Judge:
     def __init__(self, device: str, budget_bytes: int, sock: socket.socket) -> None:
         self.device = torch.device(device)
@@ -128,9 +122,9 @@ class Judge:
 
     def begin(self, req: str, head: dict) -> None:
         metas = head["metas"]
-        shapes = [[int(d) for d in m["shape"]] for m in metas]
-        dtypes = [_dtype(m["dtype"]) for m in metas]
-        sizes = [_numel(s) * torch.empty((), dtype=d).element_size() for s, d in zip(shapes, dtypes)]
+        sizes = [wire.checked_nbytes(m) for m in metas]  # every size checked before use
+        shapes = [list(m["shape"]) for m in metas]
+        dtypes = [getattr(torch, m["dtype"]) for m in metas]
         pending = Pending(str(head["key"]), str(head["slot"]), str(head["mode"]), sizes, [0] * len(sizes))
         self.pending[req] = pending
         if pending.mode == "compare":
@@ -202,10 +196,9 @@ class Judge:
         if not pending.staged or pending.check is None or pending.stage is None:
             return
         index, dtype = pending.stage_index, pending.dtypes[pending.stage_index]
-        size = torch.empty((), dtype=dtype).element_size()
         piece = pending.stage[:pending.staged].view(dtype)
         t0 = time.perf_counter()
-        pending.check.feed(index, (pending.received[index] - pending.staged) // size, piece)
+        pending.check.feed(index, (pending.received[index] - pending.staged) // dtype.itemsize, piece)
         self.seconds["compare"] += time.perf_counter() - t0
         pending.staged = 0
 
@@ -269,15 +262,6 @@ def default_budget(device: torch.device) -> int:
     except (ValueError, OSError):
         physical = 16 << 30
     return min(4 << 30, physical // 8)
-
-
-def _numel(shape: list[int]) -> int:
-    n = 1
-    for d in shape:
-        if d < 0:
-            raise ValueError("negative dimension")
-        n *= d
-    return n
 
 
 def _verdict_dict(verdict) -> dict:

@@ -215,6 +215,13 @@ def write_tensors(fd: int, obj: dict, tensors: list) -> None:
 
 def check_meta(meta, nbytes: int) -> None:
     """Raise WireError unless `meta` describes a tensor of exactly `nbytes` bytes."""
+    if checked_nbytes(meta) != nbytes:
+        raise WireError("tensor byte count does not match its shape")
+
+
+def checked_nbytes(meta) -> int:
+    """The byte count a tensor description declares, once it is one (an allowed dtype, a shape
+    of at most 16 non-negative dimensions); raises WireError otherwise."""
     if not isinstance(meta, dict):
         raise WireError("bad tensor description")
     dtype_name, shape = meta.get("dtype"), meta.get("shape")
@@ -222,8 +229,7 @@ def check_meta(meta, nbytes: int) -> None:
         raise WireError(f"dtype not allowed: {dtype_name!r}")
     if not isinstance(shape, list) or not all(isinstance(d, int) and d >= 0 for d in shape) or len(shape) > 16:
         raise WireError("bad shape")
-    if meta_nbytes(meta) != nbytes:
-        raise WireError("tensor byte count does not match its shape")
+    return meta_nbytes(meta)
 
 
 def meta_nbytes(meta: dict) -> int:
