@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -247,6 +248,12 @@ def main() -> int:
 
     from adaexplore.evaluator.service import Evaluator
 
+    # The evaluator's decisions under load (a job run again alone, a reference waiting for room in
+    # the judge), timed, on stderr: the log of a run that went slowly says why.
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(relativeCreated)8.0f ms %(message)s"))
+    logging.getLogger("adaexplore.evaluator").addHandler(handler)
+    logging.getLogger("adaexplore.evaluator").setLevel(logging.INFO)
     done = set()
     rows: list[dict] = []
     if args.jsonl.exists():
@@ -259,27 +266,54 @@ def main() -> int:
     peaks = Peaks(ev.judge.pid).start()
     level_peaks: dict[int, dict] = {}
     lock = threading.Lock()
+    in_flight: dict[str, float] = {}  # "level/task" -> when it started
+    current = {"level": args.levels[0] if args.levels else 0}
+
+    def snapshot() -> str:
+        """The summary so far, where the time went, and the tasks in flight (a run cut short, or
+        stuck, still says what it was doing)."""
+        now = time.monotonic()
+        with lock:
+            flying = sorted(in_flight.items(), key=lambda kv: kv[1])
+            text = summarize(rows, {**level_peaks, current["level"]: peaks.snapshot()})
+        text += "\n" + where_time_went(ev.trace or [], now - start) + "\n" + judge_line(ev)
+        if flying:
+            text += "\nIn flight: " + ", ".join(f"{name} ({now - t0:.0f} s)" for name, t0 in flying) + "\n"
+        return text
+
+    stop_reporting = threading.Event()
+
+    def report_every_minute() -> None:
+        while not stop_reporting.wait(60.0):
+            if args.markdown:
+                args.markdown.write_text(snapshot())
+
+    threading.Thread(target=report_every_minute, daemon=True, name="suite-report").start()
     try:
         for level in args.levels:
             paths = level_paths(args.problems, level, args.only, args.limit, shard, shards)
             todo = [p for p in paths if (level, p.name) not in done]
 
+            current["level"] = level
+
             def run(path: Path, level: int = level) -> None:
                 if args.deadline_s and time.monotonic() - start > args.deadline_s:
                     return
+                name = f"{level}/{path.name}"
+                with lock:
+                    in_flight[name] = time.monotonic()
                 try:
                     row = one_task(ev, path, level)
                 except Exception as exc:  # noqa: BLE001 - a crash of ours is a finding, recorded
                     row = {"level": level, "task": path.name, "registered": False,
                            "refused": f"InfraError (uncaught): {type(exc).__name__}: {exc}"[:500]}
                 with lock:
+                    in_flight.pop(name, None)
                     rows.append(row)
                     with args.jsonl.open("a") as fh:
                         fh.write(json.dumps(row) + "\n")
-                    if args.markdown:  # a run cut short still leaves its summary so far
-                        args.markdown.write_text(summarize(rows, {**level_peaks, level: peaks.snapshot()})
-                                                 + "\n" + where_time_went(ev.trace or [], time.monotonic() - start)
-                                                 + "\n" + judge_line(ev))
+                if args.markdown:  # a run cut short still leaves its summary so far
+                    args.markdown.write_text(snapshot())
                 print(json.dumps(row)[:300], file=sys.stderr, flush=True)
 
             with ThreadPoolExecutor(args.parallel) as pool:
@@ -288,6 +322,7 @@ def main() -> int:
             level_peaks[level]["judge"] = ev.judge.stats()
         judge = judge_line(ev)
     finally:
+        stop_reporting.set()
         peaks.stop()
         ev.close()
     text = summarize(rows, level_peaks)

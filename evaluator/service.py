@@ -49,7 +49,10 @@ log = logging.getLogger("adaexplore.evaluator")
 NO_GPU_NOTE = "no CUDA device: correctness ran through Triton's interpreter on the CPU; timing skipped"
 CONTEXT_BYTES = 1 << 30  # a worker's CUDA context and workspaces, beyond what its tensors take
 REFERENCE_MIN_TIMEOUT_S = 300.0
-JUDGE_WAIT_S = 120.0
+# How long a reference turned away by the judge, first in the queue for room, waits for tasks in use
+# before it may evict their references: longer than one large task's registration and evaluation
+# (up to three minutes for KernelBench's largest on an H200), so that such tasks take turns.
+JUDGE_WAIT_S = 300.0
 LIBRARY_INTERNAL_ERROR = "CUDNN_STATUS_INTERNAL_ERROR"
 CHECKED_WAIT_S = 30.0  # for the frames a job wrote before its gate to be read
 COMPILE_PENDING = "the torch.compile baseline is still being measured; later results compare with it too"
@@ -275,16 +278,21 @@ class Evaluator:
         self._trace(job, queued_s=t1 - t0, run_s=time.monotonic() - t1, alone=float(alone), **res.phases())
         if not alone and self._crowded_out(res):
             log.info("a %s job ran out of device memory beside others; running it alone", job["kind"])
+            if job["kind"] == Job.reference:  # what it stored before the judge ran out goes, so it fits again
+                self.judge.drop(str(job["judge_key"]))
             return self._run(job, timeout_s, gpu, alone=True)
         return res
 
     def _crowded_out(self, res: WorkerResult) -> bool:
         """Whether a job ran out of device memory on a device it shared with other jobs: it says
-        so, or cuDNN failed inside (which it does when its workspace cannot be allocated). At
-        worst a job that claims either costs one more run, alone."""
+        so, or cuDNN failed inside (which it does when its workspace cannot be allocated), or the
+        judge ran out while taking its outputs (the judge's answer, which the job cannot write).
+        At worst a job that claims either costs one more run, alone."""
         if self.device_memory().capacity is None:
             return False
-        for head, _ in res.messages:
+        for head, payload in res.messages:
+            if payload and isinstance(payload[0], dict) and payload[0].get("oom") and payload[0].get("ours"):
+                return True
             if head.get("kind") != Kind.error:
                 continue
             error = head.get("error")
@@ -452,21 +460,29 @@ class Evaluator:
 
     def _run_reference(self, task: Task, protocol: EvalProtocol, key: str) -> Reference:
         """The reference job, run again while the judge has no room beside the references of
-        tasks in use: it waits for one of them to end, and after JUDGE_WAIT_S it may evict them
-        (their evaluations measure their reference again), so a busy task never starves another."""
-        deadline = time.monotonic() + JUDGE_WAIT_S
-        while True:
-            late = time.monotonic() > deadline
+        tasks in use. Turned away, it queues behind references turned away before it; first in
+        the queue, it tries again each time some task's work ends, and once it has been first for
+        JUDGE_WAIT_S it may evict references in use (their evaluations measure them again), so a
+        task kept busy never starves another."""
+        def attempt(evict_in_use: bool) -> Reference:
             # Its outputs stream to the judge beside every other job's: a slow stream is the
             # machine's load, so the reference gets at least REFERENCE_MIN_TIMEOUT_S.
-            res = self._run_shared(self._job(Job.reference, task, protocol, check_run=self.timed,
-                                             evict_in_use=late), max(protocol.timeout_s, REFERENCE_MIN_TIMEOUT_S))
-            ref = Reference.from_report(res)
-            if not ref.judge_busy or late:
-                return ref
-            self.judge.drop(key)
-            log.info("no room in the judge for %s beside the references in use; waiting", task.name)
-            self._in_use.wait_for_release(timeout=min(30.0, max(0.0, deadline - time.monotonic())))
+            return Reference.from_report(self._run_shared(
+                self._job(Job.reference, task, protocol, check_run=self.timed, evict_in_use=evict_in_use),
+                max(protocol.timeout_s, REFERENCE_MIN_TIMEOUT_S)))
+
+        ref = attempt(False)
+        if not ref.judge_busy:
+            return ref
+        with self._in_use.queue() as turn:
+            while True:
+                self.judge.drop(key)
+                log.info("no room in the judge for %s beside the references in use; waiting", task.name)
+                turn.wait(JUDGE_WAIT_S)
+                late = turn.waited_first_s() > JUDGE_WAIT_S
+                ref = attempt(late)
+                if not ref.judge_busy or late:
+                    return ref
 
     def _measure_baselines(self, key: str, task: Task, protocol: EvalProtocol, ref: Reference, remeasure: bool,
                            t0: float) -> None:

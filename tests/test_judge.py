@@ -4,6 +4,8 @@ that cannot fit is refused with a message that says how much it needs."""
 from __future__ import annotations
 
 import os
+import threading
+import time
 
 import pytest
 import torch
@@ -335,3 +337,62 @@ def test_a_pipe_that_ends_short_of_what_was_promised_drops_the_judges_connection
     promised = int.from_bytes(received[:8], "little")  # the frame's length prefix
     assert 0 < len(received) - 8 < promised
     os.close(r)
+
+
+def test_a_job_whose_outputs_the_judge_had_no_device_memory_for_runs_again_alone_and_starts_its_store_afresh(
+        tmp_path, monkeypatch):
+    from adaexplore.evaluator.device_memory import DeviceMemory
+    from adaexplore.evaluator.sandbox.pool import WorkerResult
+
+    ev = Evaluator(work_dir=tmp_path / "ev", trace=True)
+    try:
+        ev._memory = DeviceMemory(capacity_bytes=8 << 30)
+        judge_ran_out = {"req": "r1", "error": "the judge ran out of device memory: CUDA out of memory", "ours": True,
+                         "oom": True}
+        results = [WorkerResult(0, None, False, 0.1, "", messages=[({"kind": "trial"}, [judge_ran_out])]),
+                   WorkerResult(0, None, False, 0.1, "", messages=[({"kind": "done"}, [])])]
+        dropped: list[str] = []
+        monkeypatch.setattr(ev.pool, "run", lambda job, timeout_s, sink=None: results.pop(0))
+        monkeypatch.setattr(ev.judge, "drop", dropped.append)
+        res = ev._run({"kind": "reference", "judge_key": "k1", "protocol": {}}, 10.0)
+        assert res.messages == [({"kind": "done"}, [])]  # the second run's
+        assert [r["alone"] for r in ev.trace if r["kind"] == "reference"] == [0.0, 1.0]
+        assert dropped == ["k1"]  # its partial store went before it ran alone
+    finally:
+        ev.close()
+
+
+
+def test_references_turned_away_by_the_judge_take_turns_first_come_first_served():
+    from adaexplore.evaluator.judge.client import KeysInUse
+
+    keys, events = KeysInUse(), []
+
+    def turned_away(name: str, stay_s: float) -> None:
+        with keys.queue() as turn:
+            turn.wait(60.0)
+            events.append(f"{name} tries")
+            time.sleep(stay_s)  # its reference runs; the next in line does not try meanwhile
+            events.append(f"{name} done")
+
+    with keys.hold("busy task"):
+        first = threading.Thread(target=turned_away, args=("first", 0.3))
+        first.start()
+        time.sleep(0.1)
+        second = threading.Thread(target=turned_away, args=("second", 0.0))
+        second.start()
+        time.sleep(0.3)
+        assert events == []  # neither tries while the task in use holds the room
+    first.join(5)
+    second.join(5)
+    assert events == ["first tries", "first done", "second tries", "second done"]
+
+
+def test_a_reference_first_in_line_with_no_task_ending_stops_waiting_after_its_patience():
+    from adaexplore.evaluator.judge.client import KeysInUse
+
+    keys = KeysInUse()
+    with keys.hold("busy task"), keys.queue() as turn:
+        t0 = time.monotonic()
+        turn.wait(0.3)
+        assert 0.3 <= time.monotonic() - t0 < 5 and turn.waited_first_s() >= 0.3  # now it may evict

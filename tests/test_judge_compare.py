@@ -207,3 +207,19 @@ def test_on_the_gpu_comparing_a_large_output_takes_a_few_stages_of_memory_not_co
     # A few stages and pieces' temporaries; receiving the output whole and comparing it in float64
     # took several times the output.
     assert extra < 2 << 30, f"the comparison took {extra / 2**30:.2f} GiB beside the stored reference"
+
+
+def test_when_the_device_runs_out_under_the_judge_it_says_so_frees_what_it_took_and_goes_on(monkeypatch):
+    side = JudgeOnASocket()
+
+    def device_full(key, nbytes, in_use=frozenset()):
+        raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 6.00 GiB")
+
+    monkeypatch.setattr(side.judge.store, "reserve", device_full)
+    answer = side.send({"op": JudgeOp.begin, "req": "r", "key": "task", "slot": "trial:0", "mode": "store",
+                        "metas": [{"shape": [10], "dtype": "float32"}]})
+    # "oom" and "ours": the evaluator runs the job again with the device to itself
+    assert answer is not None and answer["oom"] and answer["ours"] and "ran out of device memory" in answer["error"]
+    assert "r" not in side.judge.pending
+    monkeypatch.undo()
+    assert side.stream("r2", "task", "store", [torch.ones(10)], piece=40) == {"req": "r2", "stored": True}

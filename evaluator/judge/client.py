@@ -315,11 +315,19 @@ def _move(fd: int, sock: socket.socket, n: int) -> int:
 
 
 class KeysInUse:
-    """The judge keys of tasks with work in flight here: their references are evicted last."""
+    """The judge keys of tasks with work in flight here: their references are evicted last.
+
+    References the judge turned away for want of room wait here in a queue, first come first
+    served: only the first tries again, when some task's work ends. Were each to try on its own
+    clock, several large tasks would evict one another's references and none would finish."""
 
     def __init__(self) -> None:
         self._counts: dict[str, int] = {}
         self._released = threading.Condition()
+        self._releases = 0  # how many times some task's work ended
+        self._queue: list[int] = []  # tickets of references waiting for room, oldest first
+        self._next_ticket = 0
+        self._head_since = time.monotonic()
 
     @contextmanager
     def hold(self, key: str) -> Iterator[None]:
@@ -332,14 +340,52 @@ class KeysInUse:
                 self._counts[key] -= 1
                 if not self._counts[key]:
                     del self._counts[key]
+                    self._releases += 1
                     self._released.notify_all()
 
     def keys_held(self) -> list[str]:
         with self._released:
             return list(self._counts)
 
-    def wait_for_release(self, timeout: float) -> None:
-        """Until some task's work ends here (or `timeout` seconds)."""
+    @contextmanager
+    def queue(self) -> Iterator["RoomTurn"]:
+        """A place in the queue for room in the judge, given up on leaving."""
         with self._released:
-            self._released.wait(timeout)
+            ticket = self._next_ticket
+            self._next_ticket += 1
+            if not self._queue:
+                self._head_since = time.monotonic()
+            self._queue.append(ticket)
+        try:
+            yield RoomTurn(self, ticket)
+        finally:
+            with self._released:
+                if self._queue and self._queue[0] == ticket:
+                    self._head_since = time.monotonic()
+                self._queue.remove(ticket)
+                self._released.notify_all()
+
+
+class RoomTurn:
+    """One reference's place in the queue for room in the judge (see KeysInUse)."""
+
+    def __init__(self, keys: KeysInUse, ticket: int) -> None:
+        self._keys, self._ticket = keys, ticket
+
+    def wait(self, patience_s: float) -> None:
+        """Until this reference is first in the queue and some task's work has ended since the
+        call, or until it has been first for `patience_s` (however long it waits to be first)."""
+        keys = self._keys
+        with keys._released:
+            seen = keys._releases
+            keys._released.wait_for(lambda: keys._queue[0] == self._ticket)
+            if keys._releases == seen:
+                left = patience_s - (time.monotonic() - keys._head_since)
+                keys._released.wait_for(lambda: keys._releases != seen, max(0.0, left))
+
+    def waited_first_s(self) -> float:
+        """Seconds this reference has been first in the queue (0 while it is not)."""
+        keys = self._keys
+        with keys._released:
+            return time.monotonic() - keys._head_since if keys._queue and keys._queue[0] == self._ticket else 0.0
 

@@ -70,6 +70,8 @@ class Judge:
     def __init__(self, device: str, budget_bytes: int, sock: socket.socket) -> None:
         self.device = torch.device(device)
         if self.device.type == "cuda":
+            if self.device.index is None:  # "cuda" names the current device; set_device needs its index
+                self.device = torch.device("cuda", torch.cuda.current_device())
             torch.cuda.set_device(self.device)
         self.store = OutputStore(budget_bytes if budget_bytes > 0 else default_budget(self.device))
         self.sock = sock
@@ -115,7 +117,9 @@ class Judge:
         except torch.cuda.OutOfMemoryError as exc:
             self.pending.pop(req, None)
             self.give_back()
-            self.reply({"req": req, "error": f"the judge ran out of device memory: {exc}"[:400], "ours": True})
+            # "oom": jobs beside the judge took the device; the evaluator runs the job again alone
+            self.reply({"req": req, "error": f"the judge ran out of device memory: {exc}"[:400], "ours": True,
+                        "oom": True})
         except (KeyError, ValueError, TypeError, RuntimeError) as exc:
             self.pending.pop(req, None)
             self.reply({"req": req, "error": f"{type(exc).__name__}: {exc}"[:400], "ours": True})
@@ -279,7 +283,10 @@ def main() -> None:
     messages = wire.read_messages(sock.makefile("rb"))
     while True:
         t0 = time.perf_counter()
-        message = next(messages, None)
+        try:
+            message = next(messages, None)
+        except wire.WireError:  # the evaluator ended mid-message (killed): nobody is left to answer
+            break
         judge.seconds["wait"] += time.perf_counter() - t0
         if message is None:
             break
