@@ -87,7 +87,8 @@ case "${1:-tests}" in
       tests/test_profile.py 2>&1 | tee "$out/pytest_judge.txt" | tail -15
     timeout 240 python3 -m pytest -q -p no:cacheprovider -rfs --tb=short tests/test_timing_protocol.py \
       -k "one_process or torch_compile or single_slot or forges or lazy or compile_baseline" 2>&1 \
-      | tee "$out/pytest_timing.txt" | tail -15 ;;
+      | tee "$out/pytest_timing.txt" | tail -15
+    timeout 60 python3 benchmarks/wire_read.py 2>&1 | tee "$out/wire_read.txt" ;;  # the judge's read loop, GB/s
   evaluator)  # the evaluator's GPU paths: timing protocol, worker pool, GPU lock, profiles
     timeout 330 python3 -m pytest -q -p no:cacheprovider -n 2 --dist loadfile -rfs --tb=short tests/test_timing_protocol.py \
       tests/test_worker_pool.py tests/test_gpu_lock.py tests/test_profile.py tests/test_evaluator.py 2>&1 \

@@ -280,7 +280,7 @@ def main() -> None:
     sock = socket.socket(fileno=int(sys.argv[1]))
     judge = Judge(sys.argv[2], int(sys.argv[3]), sock)
     judge.reply({"ready": True})
-    messages = wire.read_messages(sock.makefile("rb"))
+    messages = wire.receive_messages(sock)  # each message is handled before the next is read
     while True:
         t0 = time.perf_counter()
         try:
