@@ -1,11 +1,11 @@
 """How fast the judge's read loop takes frames off its socket, with no GPU and no workers.
 
-A thread sends `--frames` chunk messages of `--mb` megabytes each over a socket pair, as the
-evaluator relays a worker's outputs; the reader decodes them the way the judge does
-(`wire.receive_messages`: straight into one reused buffer) and, for comparison, through a
-buffered reader (`wire.read_messages`). Prints GB/s for each.
+A thread sends 2 GiB as chunk messages of each size in `--mb` over a socket pair, as the evaluator
+relays a worker's outputs (pieces of at most the pipe's buffer, 1 or 8 MB; whole blobs are larger);
+the reader decodes them the way the judge does (`wire.receive_messages`: straight into one reused
+buffer) and, for comparison, through a buffered reader (`wire.read_messages`). Prints GB/s for each.
 
-    python benchmarks/wire_read.py [--mb 32] [--frames 64]
+    python benchmarks/wire_read.py [--mb 1 8 32]
 """
 
 from __future__ import annotations
@@ -38,12 +38,15 @@ def rate(mode: str, frame: bytes, frames: int) -> float:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--mb", type=int, default=32, help="megabytes per chunk message")
-    ap.add_argument("--frames", type=int, default=64)
+    ap.add_argument("--mb", type=int, nargs="+", default=[1, 8, 32], help="megabytes per chunk message")
     args = ap.parse_args()
-    frame = wire.pack({"op": "chunk", "req": "r", "index": 0, "offset": 0}, [bytes(args.mb << 20)])
-    for mode in ("buffered", "receive", "buffered", "receive"):  # alternated: the machine's drift shows
-        print(f"{mode:9s} {rate(mode, frame, args.frames):.2f} GB/s")
+    for mb in args.mb:
+        frame = wire.pack({"op": "chunk", "req": "r", "index": 0, "offset": 0}, [bytes(mb << 20)])
+        frames = max(1, 2048 // mb)
+        # twice each: the spread shows the machine's noise
+        rates = {mode: [rate(mode, frame, frames) for _ in range(2)] for mode in ("buffered", "receive")}
+        print(f"{mb:3d} MB frames: " + ", ".join(f"{mode} {' / '.join(f'{r:.2f}' for r in rs)} GB/s"
+                                               for mode, rs in rates.items()))
 
 
 if __name__ == "__main__":
