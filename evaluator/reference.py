@@ -30,6 +30,7 @@ class Reference:
 
     outputs: list[list[torch.Tensor]] = field(default_factory=list)
     judge_busy: bool = False  # the judge turned its outputs away for want of room (ours; try again)
+    judge_need_bytes: int = 0  # what it had reached in the judge when turned away: at least what it needs
     output_metas: list[dict] = field(default_factory=list)  # {"shape", "dtype"} of each output
     judge_key: str | None = None
     judge_generation: int = 0
@@ -66,6 +67,9 @@ class Reference:
             kind = head.get("kind")
             if kind in (Kind.trial, Kind.inputs, Kind.repeat, Kind.check) and tensors and isinstance(tensors[0], dict):
                 ref.judge_busy = ref.judge_busy or bool(tensors[0].get("busy"))
+                need = tensors[0].get("need_bytes")
+                if isinstance(need, int):
+                    ref.judge_need_bytes = max(ref.judge_need_bytes, need)
                 ref.error = ref.error or _store_failure(tensors[0])
                 if kind == Kind.trial and not ref.output_metas:
                     ref.output_metas = [dict(m) for m in head.get("tensors", [])]

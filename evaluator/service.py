@@ -461,9 +461,9 @@ class Evaluator:
     def _run_reference(self, task: Task, protocol: EvalProtocol, key: str) -> Reference:
         """The reference job, run again while the judge has no room beside the references of
         tasks in use. Turned away, it queues behind references turned away before it; first in
-        the queue, it tries again each time some task's work ends, and once it has been first for
-        JUDGE_WAIT_S it may evict references in use (their evaluations measure them again), so a
-        task kept busy never starves another."""
+        the queue, it tries again when some task's work ends and leaves the room it was missing,
+        and once it has been first for JUDGE_WAIT_S it may evict references in use (their
+        evaluations measure them again), so a task kept busy never starves another."""
         def attempt(evict_in_use: bool) -> Reference:
             # Its outputs stream to the judge beside every other job's: a slow stream is the
             # machine's load, so the reference gets at least REFERENCE_MIN_TIMEOUT_S.
@@ -474,15 +474,35 @@ class Evaluator:
         ref = attempt(False)
         if not ref.judge_busy:
             return ref
+        # At least what it had reached when turned away, and at least every trial's outputs (as
+        # the task's own process described them: a description that is not one counts nothing).
+        try:
+            trial_bytes = sum(wire.checked_nbytes(m) for m in ref.output_metas)
+        except wire.WireError:
+            trial_bytes = 0
+        need = max(ref.judge_need_bytes, protocol.correctness_trials * trial_bytes)
         with self._in_use.queue() as turn:
             while True:
                 self.judge.drop(key)
-                log.info("no room in the judge for %s beside the references in use; waiting", task.name)
-                turn.wait(JUDGE_WAIT_S)
-                late = turn.waited_first_s() > JUDGE_WAIT_S
+                log.info("no room in the judge for %s beside the references in use (it needs %.3f GB at least); waiting",
+                         task.name, need / 1e9)
+                while True:  # a try that cannot fit would run the whole reference for nothing
+                    turn.wait(JUDGE_WAIT_S)
+                    late = turn.waited_first_s() > JUDGE_WAIT_S
+                    if late or self._judge_room(key) >= need:
+                        break
                 ref = attempt(late)
                 if not ref.judge_busy or late:
                     return ref
+                need = max(need, ref.judge_need_bytes)
+
+    def _judge_room(self, key: str) -> int:
+        """Bytes the reference of `key` could have in the judge beside the tasks in use (if the
+        judge cannot say: enough, and the reference's next try finds out)."""
+        try:
+            return self.judge.room_beside([k for k in self._in_use.keys_held() if k != key])
+        except JudgeError:
+            return 1 << 62
 
     def _measure_baselines(self, key: str, task: Task, protocol: EvalProtocol, ref: Reference, remeasure: bool,
                            t0: float) -> None:

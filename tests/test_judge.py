@@ -396,3 +396,46 @@ def test_a_reference_first_in_line_with_no_task_ending_stops_waiting_after_its_p
         t0 = time.monotonic()
         turn.wait(0.3)
         assert 0.3 <= time.monotonic() - t0 < 5 and turn.waited_first_s() >= 0.3  # now it may evict
+
+
+def test_the_store_says_how_much_a_reference_turned_away_had_reached_and_how_much_room_there_is():
+    from adaexplore.evaluator.judge.store import BudgetBusy
+
+    store = OutputStore(budget_bytes=1000)
+    store.reserve("busy", 600)
+    store.put("busy", "trial:0", [torch.zeros(150)])
+    store.reserve("new", 300)
+    store.put("new", "trial:0", [torch.zeros(75)])
+    with pytest.raises(BudgetBusy) as turned_away:
+        store.reserve("new", 300, in_use=frozenset({"busy"}))
+    assert turned_away.value.need_bytes == 600  # 300 stored, 300 more asked for: it needs at least that
+    assert store.room_beside(frozenset({"busy"})) == 400 < 600 and store.room_beside(frozenset()) == 1000
+
+
+def test_a_reference_turned_away_tries_again_only_once_the_room_it_lacked_is_free(tmp_path, monkeypatch):
+    import contextlib
+
+    import adaexplore.evaluator.service as service
+
+    monkeypatch.setattr(service, "JUDGE_WAIT_S", 60.0)  # no eviction here: only the room decides
+    with Evaluator(work_dir=tmp_path, judge_budget_bytes=9 << 20, trace=True) as ev:
+        first, small, second = big_task(2, 1 << 18), big_task(4, 1 << 8), big_task(3, 1 << 18)
+        assert ev.validate_task(first).ok and ev.validate_task(small).ok
+
+        def reference_runs() -> int:
+            return sum(1 for t in ev.trace if t["kind"] == "reference")
+
+        result: dict = {}
+        with contextlib.ExitStack() as first_in_use:
+            first_in_use.enter_context(ev._in_use.hold(ev.judge_key(first, first.protocol)))
+            with ev._in_use.hold(ev.judge_key(small, small.protocol)):
+                waiter = threading.Thread(target=lambda: result.update(validation=ev.validate_task(second)))
+                waiter.start()
+                deadline = time.monotonic() + 120
+                while reference_runs() < 3 and time.monotonic() < deadline:
+                    time.sleep(0.05)
+                assert reference_runs() == 3  # the second's first try, turned away
+            time.sleep(1.0)  # the small task's work ended, but it left too little room
+            assert reference_runs() == 3 and waiter.is_alive()
+        waiter.join(120)  # the first task's work ended: now it fits
+        assert result["validation"].ok and reference_runs() == 4

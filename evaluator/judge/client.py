@@ -257,6 +257,10 @@ class JudgeClient:
     def stats(self) -> dict:
         return dict(self.request({"op": JudgeOp.stats}).get("stats", {}))
 
+    def room_beside(self, in_use: list[str]) -> int:
+        """Bytes a new reference could have in the judge beside the references of `in_use`."""
+        return int(self.request({"op": JudgeOp.stats, "in_use": in_use}).get("room_bytes", 0))
+
 
 class JudgeStop:
     """Keeps the judge's own device work off the GPU while a candidate is measured: `with stop:`

@@ -113,7 +113,9 @@ class Judge:
                 self.store.drop(str(head.get("key")))
                 self.give_back()
             elif op == JudgeOp.stats:
-                self.reply({"req": req, "stats": self.stats()})
+                in_use = head.get("in_use")
+                self.reply({"req": req, "stats": self.stats(), **({"room_bytes": self.store.room_beside(
+                    frozenset(map(str, in_use)))} if isinstance(in_use, list) else {})})
         except torch.cuda.OutOfMemoryError as exc:
             self.pending.pop(req, None)
             self.give_back()
@@ -153,7 +155,7 @@ class Judge:
             pending.failure = {"error": str(exc), "too_large": True}
             return
         except BudgetBusy as exc:
-            pending.failure = {"error": str(exc), "busy": True}
+            pending.failure = {"error": str(exc), "busy": True, "need_bytes": exc.need_bytes}
             return
         finally:
             self.give_back()  # what reserve evicted or dropped goes back to the device

@@ -17,7 +17,12 @@ class BudgetExceeded(Exception):
 
 
 class BudgetBusy(Exception):
-    """The budget is held by references of tasks in use: the store must wait for one to end."""
+    """The budget is held by references of tasks in use: the store must wait for one to end.
+    `need_bytes`: what the reference had reached when turned away, so at least what it needs."""
+
+    def __init__(self, message: str, need_bytes: int = 0) -> None:
+        super().__init__(message)
+        self.need_bytes = need_bytes
 
 
 class OutputStore:
@@ -48,7 +53,7 @@ class OutputStore:
         if self.used_bytes - idle + nbytes > self.budget_bytes:
             self.drop(key)  # what it stored so far goes too, so that the tasks in use can go on
             raise BudgetBusy(f"the judge's budget of {_gb(self.budget_bytes)} is held by the references of "
-                             f"tasks in use")
+                             f"tasks in use", need_bytes=total)
         while self.used_bytes + nbytes > self.budget_bytes:
             self.drop(next(k for k in self._entries if k != key and k not in in_use))
 
@@ -68,6 +73,10 @@ class OutputStore:
 
     def slots(self, key: str) -> dict[str, list[torch.Tensor]]:
         return dict(self._entries.get(key, {}))
+
+    def room_beside(self, in_use: frozenset[str]) -> int:
+        """Bytes a new reference could have, were every reference not `in_use` evicted."""
+        return self.budget_bytes - sum(self._sizes.get(k, 0) for k in in_use)
 
     def drop(self, key: str) -> None:
         self._entries.pop(key, None)
