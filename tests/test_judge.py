@@ -244,8 +244,10 @@ def test_a_reference_that_finds_the_judge_full_of_references_in_use_waits_and_is
     store.put("new", "trial:0", [torch.zeros(25)])
     from adaexplore.evaluator.judge.store import BudgetBusy
 
-    with pytest.raises(BudgetBusy, match="held by the references of tasks in use"):
+    with pytest.raises(BudgetBusy, match="held by the references of tasks in use") as turned_away:
         store.reserve("new", 400, in_use=frozenset({"busy"}))
+    assert turned_away.value.need_bytes == 500  # 100 stored, 400 more asked for: it needs at least that
+    assert store.room_beside(frozenset({"busy"})) == 200 < 500  # what it may have while "busy" is in use
     assert store.keys() == ["busy"]  # what the waiting task stored so far was given back
     store.reserve("new", 400)  # once "busy" is no longer in use, it may go
     assert store.keys() == []
@@ -396,20 +398,6 @@ def test_a_reference_first_in_line_with_no_task_ending_stops_waiting_after_its_p
         t0 = time.monotonic()
         turn.wait(0.3)
         assert 0.3 <= time.monotonic() - t0 < 5 and turn.waited_first_s() >= 0.3  # now it may evict
-
-
-def test_the_store_says_how_much_a_reference_turned_away_had_reached_and_how_much_room_there_is():
-    from adaexplore.evaluator.judge.store import BudgetBusy
-
-    store = OutputStore(budget_bytes=1000)
-    store.reserve("busy", 600)
-    store.put("busy", "trial:0", [torch.zeros(150)])
-    store.reserve("new", 300)
-    store.put("new", "trial:0", [torch.zeros(75)])
-    with pytest.raises(BudgetBusy) as turned_away:
-        store.reserve("new", 300, in_use=frozenset({"busy"}))
-    assert turned_away.value.need_bytes == 600  # 300 stored, 300 more asked for: it needs at least that
-    assert store.room_beside(frozenset({"busy"})) == 400 < 600 and store.room_beside(frozenset()) == 1000
 
 
 def test_a_reference_turned_away_tries_again_only_once_the_room_it_lacked_is_free(tmp_path, monkeypatch):
