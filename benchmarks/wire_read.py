@@ -3,7 +3,7 @@
 A thread sends 2 GiB as chunk messages of each size in `--mb` over a socket pair, as the evaluator
 relays a worker's outputs (pieces of at most the pipe's buffer, 1 or 8 MB; whole blobs are larger);
 the reader decodes them the way the judge does (`wire.receive_messages`: straight into one reused
-buffer) and, for comparison, through a buffered reader (`wire.read_messages`). Prints GB/s for each.
+buffer) and, for comparison, through a buffered reader (as it read them before). Prints GB/s for each.
 
     python benchmarks/wire_read.py [--mb 1 8 32]
 """
@@ -18,6 +18,13 @@ import time
 from adaexplore.evaluator.sandbox import wire
 
 
+def buffered_messages(sock: socket.socket):
+    """The frames read through a buffered reader, as the judge read them before."""
+    stream = sock.makefile("rb")
+    while len(prefix := stream.read(8)) == 8:
+        yield wire.unpack(stream.read(int.from_bytes(prefix, "little")))
+
+
 def rate(mode: str, frame: bytes, frames: int) -> float:
     ours, theirs = socket.socketpair()
 
@@ -29,7 +36,7 @@ def rate(mode: str, frame: bytes, frames: int) -> float:
     sender = threading.Thread(target=send)
     t0 = time.perf_counter()
     sender.start()
-    messages = wire.receive_messages(theirs) if mode == "receive" else wire.read_messages(theirs.makefile("rb"))
+    messages = wire.receive_messages(theirs) if mode == "receive" else buffered_messages(theirs)
     received = sum(len(blobs[0]) for _, blobs in messages)
     sender.join()
     theirs.close()

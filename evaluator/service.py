@@ -291,7 +291,7 @@ class Evaluator:
         if self.device_memory().capacity is None:
             return False
         for head, payload in res.messages:
-            if payload and isinstance(payload[0], dict) and payload[0].get("oom") and payload[0].get("ours"):
+            if payload and isinstance(payload[0], dict) and payload[0].get("oom"):
                 return True
             if head.get("kind") != Kind.error:
                 continue

@@ -316,7 +316,7 @@ def test_bytes_buffered_in_a_workers_pipe_go_to_the_judge_intact_and_untouched_b
     r, w = os.pipe()
     os.write(w, payload)
     client.send_from({"op": "chunk", "req": "r1", "index": 0, "offset": 0}, r, len(payload))
-    head, blobs = next(wire.read_messages(judge_end.makefile("rb")))
+    head, blobs = next(wire.receive_messages(judge_end))
     assert head == {"op": "chunk", "req": "r1", "index": 0, "offset": 0} and bytes(blobs[0]) == payload
     assert judge_client._splice_works[0] == hasattr(os, "splice")  # the kernel moved them (Linux)
     os.close(r), os.close(w)

@@ -78,10 +78,10 @@ class JudgeOnASocket:
     def __init__(self, device: str = "cpu") -> None:
         self.ours, theirs = socket.socketpair()
         self.judge = Judge(device, 1 << 30, theirs)
-        self.replies = wire.read_messages(self.ours.makefile("rb"))
+        self.replies = wire.receive_messages(self.ours)
 
     def send(self, head: dict, blobs: list | None = None) -> dict | None:
-        self.judge.handle(head, [memoryview(b) for b in blobs or []])
+        self.judge.handle(head, [memoryview(bytearray(b)) for b in blobs or []])  # as received: writable
         if head["op"] in (JudgeOp.end,) or (head["op"] == JudgeOp.begin and head.get("mode") == "store"):
             return next(self.replies)[0]
         return None

@@ -98,18 +98,20 @@ def test_trimmed_statistics():
 
 
 def _read_back(tensors):
-    """What a reader gets from `write_tensors` over a real pipe."""
-    r, w = os.pipe()
+    """What a reader gets from `write_tensors` over a real socket."""
+    import socket
+
+    ours, theirs = socket.socketpair()
 
     def write() -> None:
-        wire.write_tensors(w, {"kind": "trial"}, tensors)
-        os.close(w)
+        wire.write_tensors(ours.fileno(), {"kind": "trial"}, tensors)
+        ours.close()
 
     writer = threading.Thread(target=write)
     writer.start()
-    with os.fdopen(r, "rb") as stream:
-        head, blobs = next(wire.read_messages(stream))
+    head, blobs = next(wire.receive_messages(theirs))
     writer.join()
+    theirs.close()
     return head, [wire.decode_tensor(m, b) for m, b in zip(head["tensors"], blobs)]
 
 

@@ -204,11 +204,11 @@ def test_a_normal_close_is_silent_even_when_the_connection_resets_but_a_real_los
 
     from adaexplore.evaluator.sandbox import pool as pool_mod
 
-    def reset(_stream):
+    def reset(_sock):
         raise ConnectionResetError(104, "Connection reset by peer")
-        yield  # a generator, like wire.read_messages
+        yield  # a generator, like wire.receive_messages
 
-    monkeypatch.setattr(pool_mod.wire, "read_messages", reset)
+    monkeypatch.setattr(pool_mod.wire, "receive_messages", reset)
     p = WorkerPool(interpret=True, work_dir=str(tmp_path))
     a, b = socket.socketpair()
     try:

@@ -145,7 +145,7 @@ class JudgeClient:
 
     def _read_loop(self, proc: subprocess.Popen, sock: socket.socket) -> None:
         try:
-            for head, _ in wire.read_messages(sock.makefile("rb")):
+            for head, _ in wire.receive_messages(sock):
                 if head.get("ready"):
                     self._ready.set()
                     continue

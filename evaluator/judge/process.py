@@ -29,7 +29,6 @@ import os
 import socket
 import sys
 import time
-import warnings
 from dataclasses import dataclass, field
 
 import torch
@@ -41,10 +40,6 @@ from ..results import Tolerance
 from ..sandbox import wire
 from ..verdict import degenerate_flags
 from .store import BudgetBusy, BudgetExceeded, OutputStore
-
-# Chunks arrive as views of a received (read-only) frame; they are only ever copied from.
-warnings.filterwarnings("ignore", message="The given buffer is not writable")
-
 
 # A comparison holds at most this many of a candidate's output bytes on the device at once.
 STAGE_BYTES = 64 << 20
@@ -112,10 +107,8 @@ class Judge:
             elif op == JudgeOp.drop:
                 self.store.drop(str(head.get("key")))
                 self.give_back()
-            elif op == JudgeOp.stats:
-                in_use = head.get("in_use")
-                self.reply({"req": req, "stats": self.stats(), **({"room_bytes": self.store.room_beside(
-                    frozenset(map(str, in_use)))} if isinstance(in_use, list) else {})})
+            elif op == JudgeOp.stats:  # and the room a new reference has beside the keys `in_use`
+                self.reply({"req": req, "stats": self.stats(), "room_bytes": self.store.room_beside(_in_use(head))})
         except torch.cuda.OutOfMemoryError as exc:
             self.pending.pop(req, None)
             self.give_back()
@@ -148,9 +141,7 @@ class Judge:
             pending.dtypes = dtypes
             return
         try:
-            in_use = head.get("in_use")
-            self.store.reserve(pending.key, sum(sizes), frozenset(map(str, in_use)) if isinstance(in_use, list)
-                               else frozenset())
+            self.store.reserve(pending.key, sum(sizes), _in_use(head))
         except BudgetExceeded as exc:
             pending.failure = {"error": str(exc), "too_large": True}
             return
@@ -268,6 +259,12 @@ def default_budget(device: torch.device) -> int:
     except (ValueError, OSError):
         physical = 16 << 30
     return min(4 << 30, physical // 8)
+
+
+def _in_use(head: dict) -> frozenset[str]:
+    """The keys of tasks in use that a message names (none if it names none)."""
+    in_use = head.get("in_use")
+    return frozenset(map(str, in_use)) if isinstance(in_use, list) else frozenset()
 
 
 def _verdict_dict(verdict) -> dict:

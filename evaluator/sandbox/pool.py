@@ -407,7 +407,7 @@ class WorkerPool:
 
     def _read_loop(self, proc: subprocess.Popen, sock: socket.socket) -> None:
         try:
-            for head, _ in wire.read_messages(sock.makefile("rb")):
+            for head, _ in wire.receive_messages(sock):
                 if head.get(Reply.ready):
                     self.sandbox = head.get("sandbox") if isinstance(head.get("sandbox"), dict) else {}
                     self._parent_pid = head.get("pid")

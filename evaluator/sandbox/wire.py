@@ -118,40 +118,6 @@ def write_frame(fd: int, data: bytes | memoryview) -> None:
         view = view[n:]
 
 
-def read_exact(stream, n: int) -> bytes | None:
-    """Read exactly n bytes from a binary stream; None at a clean end of stream."""
-    chunks, got = [], 0
-    while got < n:
-        chunk = stream.read(n - got)
-        if not chunk:
-            if got == 0:
-                return None
-            raise WireError("stream ended inside a frame")
-        chunks.append(chunk)
-        got += len(chunk)
-    return b"".join(chunks)
-
-
-def read_frame(stream) -> bytes | None:
-    """Read one length-prefixed frame body from a binary stream."""
-    raw = read_exact(stream, _LEN.size)
-    if raw is None:
-        return None
-    (n,) = _LEN.unpack(raw)
-    if n > MAX_FRAME:
-        raise WireError("frame too large")
-    body = read_exact(stream, n)
-    if body is None:
-        raise WireError("stream ended inside a frame")
-    return body
-
-
-def read_messages(stream):
-    """Yield (header, blobs) for each frame of a binary stream until it ends cleanly."""
-    while (body := read_frame(stream)) is not None:
-        yield unpack(body)
-
-
 def _recv_exact(sock, view: memoryview) -> bool:
     """Fill `view` from a socket; False at a clean end of stream before its first byte."""
     got = 0
@@ -170,7 +136,7 @@ def receive_messages(sock):
 
     Frames are received straight into one buffer, reused (a buffered reader's reads of large
     frames copy and reallocate: a quarter of the speed): each message's blobs are views into it,
-    valid only until the next message is asked for."""
+    valid only until the next message is asked for. (A worker's pipe is read by `FrameReader`.)"""
     buf = bytearray(1 << 20)
     while True:
         if not _recv_exact(sock, memoryview(buf)[:_LEN.size]):
