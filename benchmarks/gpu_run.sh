@@ -93,11 +93,13 @@ case "${1:-tests}" in
     timeout 330 python3 -m pytest -q -p no:cacheprovider -n 2 --dist loadfile -rfs --tb=short tests/test_timing_protocol.py \
       tests/test_worker_pool.py tests/test_gpu_lock.py tests/test_profile.py tests/test_evaluator.py 2>&1 \
       | tee "$out/pytest_gpu.txt" | tail -40 ;;
-  hostile-suite)  # the hostile suite, then a KernelBench sample (arguments as for suite)
+  hostile-suite)  # the hostile and reward-hack suites, then KernelBench tasks (arguments as for suite,
+    # a carried .kbrun/kb.jsonl resumed as there)
     shift
-    timeout 150 python3 -m pytest -q -p no:cacheprovider -rfs --tb=short tests/test_sandbox_hostile.py 2>&1 \
-      | tee "$out/pytest_gpu.txt" | tail -15
-    timeout 400 python3 benchmarks/kernelbench_suite.py --problems .kb --jsonl "$out/kb.jsonl" \
+    timeout 240 python3 -m pytest -q -p no:cacheprovider -rfs --tb=short tests/test_sandbox_hostile.py \
+      tests/test_exploits.py 2>&1 | tee "$out/pytest_gpu.txt" | tail -15
+    [ -f .kbrun/kb.jsonl ] && cp .kbrun/kb.jsonl "$out/kb.jsonl"
+    timeout "${SUITE_TIMEOUT:-300}" python3 benchmarks/kernelbench_suite.py --problems .kb --jsonl "$out/kb.jsonl" \
       --markdown "$out/kb.md" "$@" 2> "$out/kb.log"; cat "$out/kb.md"; tail -25 "$out/kb.log" ;;
   agent-view)  # the GPU-mode tests of what the agent sees (hints checked on the GPU, the profile tool),
     # then those of how outputs and inputs travel (inputs made on the GPU, the staging buffer, the judge stopped)

@@ -117,8 +117,9 @@ class OutputCheck:
 
 
 def compare_outputs(got: list[torch.Tensor], expected: list[torch.Tensor], tol: Tolerance,
-                    trial: int = 0) -> Verdict:
-    """Check candidate outputs against reference outputs elementwise.
+                    trial: int = 0, device: torch.device | None = None) -> Verdict:
+    """Check candidate outputs against reference outputs elementwise (on `device`, a piece at a
+    time, if given: tensors kept in host memory are compared on the GPU).
 
     Shapes and dtypes must match exactly; NaN or inf where the reference is finite never passes.
     """
@@ -127,16 +128,18 @@ def compare_outputs(got: list[torch.Tensor], expected: list[torch.Tensor], tol: 
         return decided
     check = OutputCheck(expected, tol, trial)
     for i, g in enumerate(got):
-        for start, piece in _pieces(g):
+        for start, piece in pieces(g, device):
             check.feed(i, start, piece)
     return check.verdict()
 
 
-def _pieces(t: torch.Tensor):
-    """(first element, piece) over the flattened tensor, PIECE_ELEMENTS at a time."""
+def pieces(t: torch.Tensor, device: torch.device | None = None):
+    """(first element, piece) over the flattened tensor, PIECE_ELEMENTS at a time, each piece
+    on `device` (where it is, if None)."""
     flat = t.reshape(-1)
     for start in range(0, flat.numel(), PIECE_ELEMENTS):
-        yield start, flat[start:start + PIECE_ELEMENTS]
+        piece = flat[start:start + PIECE_ELEMENTS]
+        yield start, piece if device is None or piece.device == device else piece.to(device)
 
 
 _FAST_DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.float64)
@@ -157,13 +160,13 @@ def _all_close_fast(g: torch.Tensor, e: torch.Tensor, tol: Tolerance) -> bool:
     return bool((diff <= limit).all())
 
 
-def zeros_pass(expected: list[torch.Tensor], tol: Tolerance) -> bool:
+def zeros_pass(expected: list[torch.Tensor], tol: Tolerance, device: torch.device | None = None) -> bool:
     """True when an all-zero output would pass the tolerance against these outputs (checked a
-    piece at a time: no output-sized zeros are made)."""
+    piece at a time, on `device` if given: no output-sized zeros are made)."""
     floats = [e for e in expected if e.is_floating_point()]
     for e in floats:
         check = OutputCheck([e], tol)
-        for start, piece in _pieces(e):
+        for start, piece in pieces(e, device):
             check.feed(0, start, torch.zeros_like(piece))
         if check.verdict().status is not Status.correct:
             return False

@@ -118,7 +118,7 @@ class Evaluator:
                  quiet_timing: bool = True, trace: bool = False, hidden_paths: list[str | Path] | None = None,
                  sandbox_tmp_bytes: int = 1 << 30, max_processes: int = 256,
                  judge_budget_bytes: int = 0, cores: int | None = None, wait_for_compile: bool = False,
-                 one_process: bool = False) -> None:
+                 one_process: bool = False, judge_host_budget_bytes: int = -1) -> None:
         self.device = device or default_device()
         # Whether a candidate's first timing runs in its correctness job's own process, after
         # its verdict (no second process to start, no module, kernels or CUDA to set up again).
@@ -161,9 +161,11 @@ class Evaluator:
                                max_processes=max_processes)
         self.baseline_store = BaselineStore(base / "baselines")
         # Reference outputs live in the judge, on this evaluator's device, within its budget
-        # (0: judge.process.GPU_SHARE of the GPU's memory, or on the CPU 4 GiB or an eighth of the memory if less).
+        # (0: judge.process.GPU_SHARE of the GPU's memory, or on the CPU 4 GiB or an eighth of the memory if less),
+        # and beside a GPU those that do not fit there in host memory (-1: judge.process.HOST_SHARE of it).
         self.judge = JudgeClient(self.job_device if self.visible_devices else self.device, judge_budget_bytes,
-                                 visible_devices=self.visible_devices, work_dir=str(base))
+                                 visible_devices=self.visible_devices, work_dir=str(base),
+                                 host_budget_bytes=judge_host_budget_bytes)
         self.max_parallel = max_parallel or default_parallel(self.is_gpu)
         self.cores = cores or usable_cores()  # the cores this evaluator's workers share
         self._slots = threading.BoundedSemaphore(self.max_parallel)

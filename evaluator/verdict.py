@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from ..common.vocab import Kind
-from .compare import Verdict, compare_outputs, zeros_pass
+from .compare import Verdict, compare_outputs, pieces, zeros_pass
 from .results import ErrorInfo, EvalProtocol, EvalResult, Mismatch, Status, TaskFlag, Tolerance
 from .sandbox.pool import WorkerResult
 from .stats import summarize
@@ -159,40 +159,50 @@ def candidate_failure(res: WorkerResult) -> dict | None:
     return None
 
 
-def degenerate_flags(ref: Reference, tolerance: Tolerance) -> list[TaskFlag]:
+def degenerate_flags(ref: Reference, tolerance: Tolerance, device: torch.device | None = None) -> list[TaskFlag]:
+    """The task flags its reference's outputs show (degenerate outputs, outputs equal to an input,
+    a random or nondeterministic forward). Every check goes a piece at a time, on `device` if
+    given, so outputs kept in host memory are checked on the GPU without a whole copy there."""
     flags: list[TaskFlag] = []
     outs = [o for trial in ref.outputs for o in trial]
     if not outs:
         return flags
     floats = [o for o in outs if o.is_floating_point()]
-    if any(bool(torch.isnan(o).any()) for o in floats):
+    if any(bool(torch.isnan(p).any()) for o in floats for _, p in pieces(o, device)):
         flags.append(TaskFlag(code="nan_in_reference", message="the reference output contains NaN"))
-    if all(not bool(o.any()) for o in outs):
+    if all(not bool(p.any()) for o in outs for _, p in pieces(o, device)):
         flags.append(TaskFlag(code="all_zeros", message="the reference output is all zeros: a kernel that "
                                                         "writes zeros passes"))
-    elif len(ref.outputs) > 1 and all(
-            o0.shape == o1.shape and bool(torch.equal(o0, o1)) for o0, o1 in zip(ref.outputs[0], ref.outputs[1])):
+    elif len(ref.outputs) > 1 and _all_equal(ref.outputs[0], ref.outputs[1], device):
         flags.append(TaskFlag(code="constant_output", message="the output does not change with the inputs"))
     first = ref.outputs[0]
     for i, o in enumerate(first):
         for j, x in enumerate(ref.inputs):
-            if o.shape == x.shape and o.dtype == x.dtype and compare_outputs([o], [x], tolerance).status \
-                    is Status.correct:
+            if o.shape == x.shape and o.dtype == x.dtype and \
+                    compare_outputs([o], [x], tolerance, device=device).status is Status.correct:
                 flags.append(TaskFlag(code="equals_input",
                                       message=f"output {i} equals input {j}: returning the input passes"))
                 break
     if all(not flag.code == "all_zeros" for flag in flags) and all(
-            zeros_pass(trial, tolerance) for trial in ref.outputs):
+            zeros_pass(trial, tolerance, device) for trial in ref.outputs):
         flags.append(TaskFlag(code="zeros_pass", message="the outputs are so small that all zeros pass the "
                                                          f"tolerance (atol {tolerance.atol})"))
     if ref.repeat and len(ref.repeat) == len(first):
-        verdict = compare_outputs(ref.repeat, first, tolerance)
+        verdict = compare_outputs(ref.repeat, first, tolerance, device=device)
         if verdict.status is not Status.correct:
             flags.append(TaskFlag(code="random_in_forward", message="two runs on the same inputs disagree: "
                                                                     "the forward uses random state"))
-        elif not all(bool(torch.equal(a, b)) for a, b in zip(ref.repeat, first)):
+        elif not _all_equal(ref.repeat, first, device):
             flags.append(TaskFlag(code="nondeterministic", message="two runs on the same inputs differ slightly"))
     return flags
+
+
+def _all_equal(a: list[torch.Tensor], b: list[torch.Tensor], device: torch.device | None) -> bool:
+    """Whether two lists of tensors are equal bit for bit (of equal shapes), a piece at a time."""
+    return len(a) == len(b) and all(
+        x.shape == y.shape and x.dtype == y.dtype and all(
+            bool(torch.equal(p, q.to(p.device))) for (_, p), (_, q) in zip(pieces(x, device), pieces(y, device)))
+        for x, y in zip(a, b))
 
 
 # Work that escapes the timed stream keeps the device busy after the call returned, for far

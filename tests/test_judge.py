@@ -11,7 +11,7 @@ import pytest
 import torch
 from conftest import EXAMPLES, example_task
 
-from adaexplore.evaluator.judge.store import BudgetExceeded, OutputStore
+from adaexplore.evaluator.judge.store import BudgetBusy, BudgetExceeded, OutputStore
 from adaexplore.evaluator.results import Status
 from adaexplore.evaluator.service import Evaluator
 from adaexplore.evaluator.task import Task, check_task_source
@@ -180,6 +180,46 @@ def test_the_store_evicts_the_oldest_reference_not_in_use():
     assert "a" in store and "b" not in store and "c" in store
 
 
+def test_a_reference_with_no_room_on_the_device_beside_tasks_in_use_goes_to_host_memory():
+    store = OutputStore(budget_bytes=1000, host_budget_bytes=2000)
+    store.reserve("busy", 800)
+    store.put("busy", "trial:0", [torch.zeros(200)])
+    assert store.reserve("new", 600, in_use=frozenset({"busy"})) == torch.device("cpu")
+    store.put("new", "trial:0", [torch.zeros(150)])
+    assert store.place_of("busy") == "device" and store.place_of("new") == "host"
+    assert store.used_on("device") == 800 and store.used_on("host") == 600
+    assert store.room_beside(frozenset({"busy", "new"})) == 1400  # the larger room of the two places
+
+
+def test_a_reference_that_outgrows_the_device_share_while_stored_moves_to_host_memory_whole():
+    store = OutputStore(budget_bytes=1000, host_budget_bytes=2000)
+    store.reserve("busy", 400)
+    store.put("busy", "trial:0", [torch.zeros(100)])
+    store.reserve("grows", 400, in_use=frozenset({"busy"}))
+    store.put("grows", "trial:0", [torch.ones(100)])
+    assert store.place_of("grows") == "device"
+    store.reserve("grows", 400, in_use=frozenset({"busy", "grows"}))  # 800 beside 400: not on the device
+    store.put("grows", "trial:1", [torch.ones(100)])
+    assert store.place_of("grows") == "host" and torch.equal(store.get("grows", "trial:0")[0], torch.ones(100))
+    assert store.used_on("device") == 400 and store.used_on("host") == 800
+
+
+def test_idle_references_are_evicted_from_the_place_that_needs_the_room_and_only_a_reference_too_large_for_both_is_refused():
+    store = OutputStore(budget_bytes=1000, host_budget_bytes=2000)
+    store.reserve("busy", 800)
+    store.put("busy", "trial:0", [torch.zeros(200)])
+    for key in ("old", "newer"):
+        store.reserve(key, 900, in_use=frozenset({"busy"}))
+        store.put(key, "trial:0", [torch.zeros(225)])
+    assert store.keys() == ["busy", "old", "newer"] and store.place_of("old") == "host"
+    store.reserve("third", 900, in_use=frozenset({"busy"}))  # host memory is full: its oldest idle one goes
+    assert "old" not in store and "newer" in store and "busy" in store
+    with pytest.raises(BudgetExceeded, match="more than the judge's budget of 0.00 GB and 0.00 GB in host memory"):
+        store.reserve("huge", 2500)
+    with pytest.raises(BudgetBusy):  # fits host memory alone, but that is held by a task in use
+        store.reserve("held", 1500, in_use=frozenset({"busy", "newer"}))
+
+
 OOM_TASK = '''
 import torch
 import torch.nn as nn
@@ -294,6 +334,45 @@ def test_a_reference_waits_for_room_beside_tasks_in_use_and_in_the_end_may_evict
         runs = [t for t in ev.trace if t["kind"] == "reference"]
         assert len(runs) == 3  # the first; the second turned away, then let in once the wait was over
         assert ev.judge.stats()["keys"] == [ev.judge_key(second, second.protocol)]
+
+
+def test_a_reference_with_no_room_in_the_judges_device_share_is_kept_in_host_memory_without_waiting(tmp_path):
+    with Evaluator(work_dir=tmp_path, judge_budget_bytes=9 << 20, judge_host_budget_bytes=64 << 20,
+                   trace=True) as ev:
+        first, second = big_task(2, 1 << 18), big_task(3, 1 << 18)
+        assert ev.validate_task(first).ok
+        with ev._in_use.hold(ev.judge_key(first, first.protocol)):  # work on the first is in flight
+            assert ev.validate_task(second).ok
+            stats = ev.judge.stats()
+            result = ev.evaluate(second, WRONG_SCALE)
+        assert len([t for t in ev.trace if t["kind"] == "reference"]) == 2  # neither was turned away
+        assert stats["used_bytes"] <= 9 << 20 and stats["host_used_bytes"] > 0
+        assert set(stats["keys"]) == {ev.judge_key(t, t.protocol) for t in (first, second)}
+        # judged against the reference in host memory
+        assert result.status is Status.wrong_output and result.mismatch is not None, result.feedback()
+        assert result.mismatch.expected == pytest.approx(result.mismatch.got * 1.5 - 0.5, abs=1e-5)
+
+
+WRONG_SCALE = '''
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def affine(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask) * 2.0 + 1.0, mask=mask)
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        out = torch.empty_like(x)
+        affine[(triton.cdiv(x.numel(), 1024),)](x, out, x.numel(), BLOCK=1024)
+        return out
+'''
 
 
 def _judge_end_of(client):

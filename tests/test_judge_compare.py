@@ -75,9 +75,9 @@ def test_a_large_output_is_compared_a_piece_at_a_time(monkeypatch):
 class JudgeOnASocket:
     """A judge driven by hand, as the evaluator drives it, through its own socket."""
 
-    def __init__(self, device: str = "cpu") -> None:
+    def __init__(self, device: str = "cpu", budget_bytes: int = 1 << 30, host_budget_bytes: int = 0) -> None:
         self.ours, theirs = socket.socketpair()
-        self.judge = Judge(device, 1 << 30, theirs)
+        self.judge = Judge(device, budget_bytes, theirs, host_budget_bytes)
         self.replies = wire.receive_messages(self.ours)
 
     def send(self, head: dict, blobs: list | None = None) -> dict | None:
@@ -87,10 +87,10 @@ class JudgeOnASocket:
         return None
 
     def stream(self, req: str, key: str, mode: str, tensors: list[torch.Tensor], piece: int,
-               order=None) -> dict:
+               order=None, slot: str = "trial:0", in_use: list[str] | None = None) -> dict:
         metas = [{"shape": list(t.shape), "dtype": str(t.dtype).removeprefix("torch.")} for t in tensors]
-        answer = self.send({"op": JudgeOp.begin, "req": req, "key": key, "slot": "trial:0", "mode": mode,
-                            "metas": metas, "tolerance": TOL.model_dump(), "trial": 0})
+        answer = self.send({"op": JudgeOp.begin, "req": req, "key": key, "slot": slot, "mode": mode,
+                            "metas": metas, "tolerance": TOL.model_dump(), "trial": 0, "in_use": in_use or []})
         if answer is not None:
             assert answer.get("accepted"), answer
         for index, t in enumerate(tensors):
@@ -223,3 +223,33 @@ def test_when_the_device_runs_out_under_the_judge_it_says_so_frees_what_it_took_
     assert "r" not in side.judge.pending
     monkeypatch.undo()
     assert side.stream("r2", "task", "store", [torch.ones(10)], piece=40) == {"req": "r2", "stored": True}
+
+
+@pytest.mark.parametrize("device", ["cpu", ON_THE_GPU])
+def test_a_reference_with_no_room_on_the_device_beside_tasks_in_use_is_kept_in_host_memory_and_judged_the_same(
+        monkeypatch, device):
+    monkeypatch.setattr(process, "STAGE_BYTES", 4096)
+    side = JudgeOnASocket(device, budget_bytes=20_000, host_budget_bytes=1 << 20)
+    busy = [torch.randn(3000)]  # 12 kB: the device share holds one such reference, not two
+    assert side.stream("r1", "busy", "store", busy, piece=999) == {"req": "r1", "stored": True}
+    ref = torch.randn(3000)
+    for slot, tensors in (("inputs", [ref.clone()]), ("trial:0", [ref]), ("trial:1", [ref * 2])):
+        answer = side.stream(f"s-{slot}", "new", "store", tensors, piece=999, slot=slot, in_use=["busy"])
+        assert answer == {"req": f"s-{slot}", "stored": True}
+    store = side.judge.store
+    assert store.place_of("busy") == "device" and store.place_of("new") == "host"
+    assert store.get("new", "trial:0")[0].device.type == "cpu"
+    stats = side.judge.stats()
+    assert stats["host_used_bytes"] == 36_000 and stats["used_bytes"] == 12_000  # inputs and two trials
+
+    # Compared a stage at a time on the judge's device, against pieces of the reference moved there.
+    assert side.stream("c1", "new", "compare", [ref.clone()], piece=777)["verdict"]["status"] == "correct"
+    bad = ref.clone()
+    bad[2500] += 1.0
+    verdict = side.stream("c2", "new", "compare", [bad], piece=777)["verdict"]
+    assert verdict["status"] == "wrong_output" and verdict["mismatch"]["index"] == [2500]
+
+    # The task's flags come from the reference where it is: this one returns its input.
+    side.judge.handle({"op": JudgeOp.flags, "req": "f", "key": "new", "tolerance": TOL.model_dump()}, [])
+    flags = next(side.replies)[0]["flags"]
+    assert [f["code"] for f in flags] == ["equals_input"]

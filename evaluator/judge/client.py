@@ -72,8 +72,8 @@ class Receiver:
 
 class JudgeClient:
     def __init__(self, device: str, budget_bytes: int, visible_devices: str | None = None,
-                 work_dir: str | None = None) -> None:
-        self.device, self.budget_bytes = device, budget_bytes
+                 work_dir: str | None = None, host_budget_bytes: int = -1) -> None:
+        self.device, self.budget_bytes, self.host_budget_bytes = device, budget_bytes, host_budget_bytes
         self.visible_devices, self.work_dir = visible_devices, work_dir
         self.generation = 0
         self._proc: subprocess.Popen | None = None
@@ -108,7 +108,7 @@ class JudgeClient:
             self._ready.clear()
             self._proc = subprocess.Popen(
                 [sys.executable, "-m", "adaexplore.evaluator.judge.process", str(theirs.fileno()), self.device,
-                 str(self.budget_bytes)], pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, env=env,
+                 str(self.budget_bytes), str(self.host_budget_bytes)], pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, env=env,
                 cwd=self.work_dir, start_new_session=True)
             theirs.close()
             self._sock = ours

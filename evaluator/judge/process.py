@@ -1,6 +1,6 @@
 """The judge process: receives streamed outputs, stores references, compares candidates.
 
-Run as `python -m adaexplore.evaluator.judge.process FD DEVICE BUDGET_BYTES` by the evaluator
+Run as `python -m adaexplore.evaluator.judge.process FD DEVICE BUDGET_BYTES [HOST_BUDGET_BYTES]` by the evaluator
 (`client.py`), which relays every worker's output bytes here. The evaluator is the only peer:
 candidate code never runs here and never reaches this process (workers sit in their own PID and
 network namespaces). Still, every size and index in a message is checked before use, since the
@@ -62,13 +62,14 @@ class Pending:
 
 
 class Judge:
-    def __init__(self, device: str, budget_bytes: int, sock: socket.socket) -> None:
+    def __init__(self, device: str, budget_bytes: int, sock: socket.socket, host_budget_bytes: int = -1) -> None:
         self.device = torch.device(device)
         if self.device.type == "cuda":
             if self.device.index is None:  # "cuda" names the current device; set_device needs its index
                 self.device = torch.device("cuda", torch.cuda.current_device())
             torch.cuda.set_device(self.device)
-        self.store = OutputStore(budget_bytes if budget_bytes > 0 else default_budget(self.device))
+        self.store = OutputStore(budget_bytes if budget_bytes > 0 else default_budget(self.device), self.device,
+                                 host_budget_bytes if host_budget_bytes >= 0 else default_host_budget(self.device))
         self.sock = sock
         self.pending: dict[str, Pending] = {}
         # Where this process's time goes (for `stats`): waiting for bytes, copying them in, comparing.
@@ -141,7 +142,7 @@ class Judge:
             pending.dtypes = dtypes
             return
         try:
-            self.store.reserve(pending.key, sum(sizes), _in_use(head))
+            place = self.store.reserve(pending.key, sum(sizes), _in_use(head))
         except BudgetExceeded as exc:
             pending.failure = {"error": str(exc), "too_large": True}
             return
@@ -150,7 +151,7 @@ class Judge:
             return
         finally:
             self.give_back()  # what reserve evicted or dropped goes back to the device
-        pending.tensors = [torch.empty(s, dtype=d, device=self.device) for s, d in zip(shapes, dtypes)]
+        pending.tensors = [torch.empty(s, dtype=d, device=place) for s, d in zip(shapes, dtypes)]
 
     def chunk(self, req: str, head: dict, blobs: list) -> None:
         pending = self.pending.get(req)
@@ -227,14 +228,15 @@ class Judge:
         ref = Reference(outputs=[slots[s] for s in trials], inputs=slots.get("inputs", []),
                         repeat=slots.get("repeat", []))
         tolerance = Tolerance.model_validate(head.get("tolerance") or {})
-        flags = [f.model_dump(mode="json") for f in degenerate_flags(ref, tolerance)]
+        flags = [f.model_dump(mode="json") for f in degenerate_flags(ref, tolerance, self.device)]
         for slot in ("inputs", "repeat"):  # needed for the flags only
             if slot in slots:
                 self.store.put(key, slot, [])
         return flags
 
     def stats(self) -> dict:
-        out = {"used_bytes": self.store.used_bytes, "budget_bytes": self.store.budget_bytes,
+        out = {"used_bytes": self.store.used_on("device"), "budget_bytes": self.store.budget_bytes,
+               "host_used_bytes": self.store.used_on("host"), "host_budget_bytes": self.store.host_budget_bytes,
                "entries": len(self.store.keys()), "keys": self.store.keys(), "device": str(self.device),
                "bytes_in": self.bytes_in, "seconds": {k: round(v, 3) for k, v in self.seconds.items()}}
         if self.device.type == "cuda":
@@ -254,11 +256,26 @@ def default_budget(device: torch.device) -> int:
     """GPU_SHARE of the GPU's memory; on the CPU 4 GiB, or an eighth of the machine's memory if less."""
     if device.type == "cuda":
         return int(GPU_SHARE * torch.cuda.get_device_properties(device).total_memory)
+    return min(4 << 30, _physical_memory() // 8)
+
+
+# The judge's share of host memory, on a GPU, for references that do not fit its device share
+# beside those of tasks in use (on the CPU the device share is host memory already). A large
+# level-1 task's five trials take 32 GB; a third of a 128 GiB machine holds one of them.
+HOST_SHARE = 1 / 3
+
+
+def default_host_budget(device: torch.device, judges: int = 1) -> int:
+    """HOST_SHARE of the machine's memory beside a GPU, split between the `judges` of one
+    machine (one per GPU); none on the CPU."""
+    return int(HOST_SHARE * _physical_memory() / max(1, judges)) if device.type == "cuda" else 0
+
+
+def _physical_memory() -> int:
     try:
-        physical = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError):
-        physical = 16 << 30
-    return min(4 << 30, physical // 8)
+        return 16 << 30
 
 
 def _in_use(head: dict) -> frozenset[str]:
@@ -277,7 +294,7 @@ def _verdict_dict(verdict) -> dict:
 
 def main() -> None:
     sock = socket.socket(fileno=int(sys.argv[1]))
-    judge = Judge(sys.argv[2], int(sys.argv[3]), sock)
+    judge = Judge(sys.argv[2], int(sys.argv[3]), sock, int(sys.argv[4]) if len(sys.argv) > 4 else -1)
     judge.reply({"ready": True})
     messages = wire.receive_messages(sock)  # each message is handled before the next is read
     while True:
