@@ -110,6 +110,7 @@ class Kind(Name):
     notes = "notes"  # profile notes
     kernels = "kernels"  # per-kernel profiler rows (profile job)
     triton = "triton"  # Triton launch metadata (profile job)
+    footprint = "footprint"  # the reference job's memory, counted on the meta device (footprint job)
 
 
 class Job(Name):
@@ -119,6 +120,7 @@ class Job(Name):
     candidate = "candidate"
     timing = "timing"
     profile = "profile"
+    footprint = "footprint"  # count a reference job's memory without running it on the device
 
 
 class Phase(Name):

@@ -43,6 +43,11 @@ class DeviceMemory:
         factor = (CANDIDATE_FACTOR if candidate else HEADROOM) * (TIMING_FACTOR if timing else 1.0)
         return int(reference_peak * factor) + SLACK_BYTES
 
+    def for_footprint(self, footprint: int) -> int:
+        """Bytes to reserve for a reference whose tensors were counted at `footprint` bytes
+        (library workspaces and the allocator's rounding come on top)."""
+        return int(footprint * HEADROOM) + SLACK_BYTES
+
     @contextmanager
     def reserve(self, nbytes: int) -> Iterator[None]:
         """Hold `nbytes` of the device for the duration (at most the whole device; `ALONE`: all of it)."""

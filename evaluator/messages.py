@@ -38,6 +38,10 @@ class ErrorHead(FrameHead, total=False):
     error: dict[str, Any]
 
 
+class FootprintHead(FrameHead, total=False):
+    need_bytes: int
+
+
 class InfraHead(FrameHead, total=False):
     message: str
 

@@ -49,6 +49,7 @@ log = logging.getLogger("adaexplore.evaluator")
 NO_GPU_NOTE = "no CUDA device: correctness ran through Triton's interpreter on the CPU; timing skipped"
 CONTEXT_BYTES = 1 << 30  # a worker's CUDA context and workspaces, beyond what its tensors take
 REFERENCE_MIN_TIMEOUT_S = 300.0
+FOOTPRINT_TIMEOUT_S = 60.0  # loading the task and counting on the meta device (itself cut off at 5 s)
 # How long a reference turned away by the judge, first in the queue for room, waits for tasks in use
 # before it may evict their references: longer than one large task's registration and evaluation
 # (up to three minutes for KernelBench's largest on an H200), so that such tasks take turns.
@@ -266,24 +267,49 @@ class Evaluator:
     # Lock order, everywhere: a worker slot first, then device memory, then the GPU (shared or
     # exclusive). The other order deadlocks: threads holding the GPU would wait for slots held by
     # threads waiting for it.
-    def _run(self, job: dict, timeout_s: float, gpu: str | None = None, alone: bool = False) -> WorkerResult:
-        """Run a job in a worker slot; with `gpu` "shared" or "exclusive", holding the GPU so.
+    def _run(self, job: dict, timeout_s: float, gpu: str | None = None, alone: bool = False,
+             reserve: int | None = None) -> WorkerResult:
+        """Run a job in a worker slot, holding `reserve` bytes of the device (its estimate if
+        None); with `gpu` "shared" or "exclusive", holding the GPU so.
 
-        A job that ran out of device memory beside others runs again with the device to itself:
-        running out because neighbours held memory is the evaluator's doing, not the task's."""
+        A job that ran out of device memory beside others runs again: running out because
+        neighbours held memory is the evaluator's doing, not the task's. A reference job whose
+        footprint, counted on the meta device, is more than it had reserved runs again with that
+        reserved, beside others; any other such job, with the device to itself."""
+        reserved = ALONE if alone else reserve if reserve is not None else self._reservation(job)
         t0 = time.monotonic()
-        with self._slots, self.device_memory().reserve(ALONE if alone else self._reservation(job)):
+        with self._slots, self.device_memory().reserve(reserved):
             hold = self.gpu_shared() if gpu == "shared" else self.gpu_lock() if gpu == "exclusive" else nullcontext()
             with hold:
                 t1 = time.monotonic()
                 res = self.pool.run(job, timeout_s, sink=self._sink(job))
-        self._trace(job, queued_s=t1 - t0, run_s=time.monotonic() - t1, alone=float(alone), **res.phases())
-        if not alone and self._crowded_out(res):
-            log.info("a %s job ran out of device memory beside others; running it alone", job["kind"])
-            if job["kind"] == Job.reference:  # what it stored before the judge ran out goes, so it fits again
-                self.judge.drop(str(job["judge_key"]))
-            return self._run(job, timeout_s, gpu, alone=True)
-        return res
+        self._trace(job, queued_s=t1 - t0, run_s=time.monotonic() - t1, alone=float(alone),
+                    reserved_bytes=float(self.device_memory().capacity or 0) if alone else float(reserved),
+                    **res.phases())
+        if alone or not self._crowded_out(res):
+            return res
+        if job["kind"] == Job.reference:  # what it stored before the judge ran out goes, so it fits again
+            self.judge.drop(str(job["judge_key"]))
+            need = self._footprint(job) if reserve is None else None
+            if need is not None and reserved < need < (self.device_memory().capacity or 0):
+                log.info("a reference job ran out of device memory beside others; running it again with its "
+                         "footprint reserved (%.1f GB, counted on the meta device)", need / 1e9)
+                return self._run(job, timeout_s, gpu, reserve=need)
+        log.info("a %s job ran out of device memory beside others; running it alone", job["kind"])
+        return self._run(job, timeout_s, gpu, alone=True)
+
+    def _footprint(self, job: dict) -> int | None:
+        """Bytes to reserve for a reference job, from its footprint counted on the meta device by
+        a job of its own (no device memory reserved: it touches none), or None if not counted."""
+        counting = {**job, "kind": Job.footprint}
+        with self._slots:
+            res = self.pool.run(counting, FOOTPRINT_TIMEOUT_S, sink=lambda head, metas: Discard())
+        self._trace(counting, run_s=0.0, **res.phases())
+        found = res.first(Kind.footprint)
+        need = found[0].get("need_bytes") if found else None
+        if isinstance(need, bool) or not isinstance(need, int) or need <= 0:
+            return None
+        return self.device_memory().for_footprint(need)
 
     def _crowded_out(self, res: WorkerResult) -> bool:
         """Whether a job ran out of device memory on a device it shared with other jobs: it says

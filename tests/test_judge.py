@@ -433,7 +433,9 @@ def test_a_job_whose_outputs_the_judge_had_no_device_memory_for_runs_again_alone
         results = [WorkerResult(0, None, False, 0.1, "", messages=[({"kind": "trial"}, [judge_ran_out])]),
                    WorkerResult(0, None, False, 0.1, "", messages=[({"kind": "done"}, [])])]
         dropped: list[str] = []
-        monkeypatch.setattr(ev.pool, "run", lambda job, timeout_s, sink=None: results.pop(0))
+        uncounted = WorkerResult(0, None, False, 0.1, "", messages=[({"kind": "done"}, [])])  # no footprint
+        monkeypatch.setattr(ev.pool, "run", lambda job, timeout_s, sink=None:
+                            uncounted if job["kind"] == "footprint" else results.pop(0))
         monkeypatch.setattr(ev.judge, "drop", dropped.append)
         res = ev._run({"kind": "reference", "judge_key": "k1", "protocol": {}}, 10.0)
         assert res.messages == [({"kind": "done"}, [])]  # the second run's

@@ -207,11 +207,12 @@ class Zygote:
 
                 torch.set_num_threads(int(job["threads"]))
             from .. import profile as profiling
-            from ..worker import jobs
+            from ..worker import footprint, jobs
             from ..worker.harness import Reporter
 
             runner = {Job.reference: jobs.run_reference, Job.candidate: jobs.run_candidate,
-                      Job.timing: jobs.run_timing, Job.profile: profiling.run_profile}[job["kind"]]
+                      Job.timing: jobs.run_timing, Job.profile: profiling.run_profile,
+                      Job.footprint: footprint.run_footprint}[job["kind"]]
             rep = Reporter(w, job.get("nonce"), gate=keep.fileno() if keep else None)
             rep.phases[Phase.start] = time.monotonic() - forked_at  # the sandbox, imports: before any job code
             runner(job, rep)

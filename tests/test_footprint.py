@@ -1,0 +1,138 @@
+"""A reference job's memory is counted on the meta device, without the device: a reference that
+ran out of memory beside other jobs runs again with what it needs reserved, not alone."""
+
+from __future__ import annotations
+
+import types
+
+import pytest
+
+from adaexplore.evaluator.results import EvalProtocol
+from adaexplore.evaluator.worker.footprint import reference_footprint
+
+
+def task_module(source: str) -> types.ModuleType:
+    module = types.ModuleType("task")
+    exec(compile(source, "<task>", "exec"), module.__dict__)
+    return module
+
+
+ELEMENTWISE = '''
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.relu(x)
+
+def get_inputs():
+    return [torch.rand(4096, 393216)]  # 6.4 GB: never made, only counted
+
+def get_init_inputs():
+    return []
+'''
+
+LINEAR = '''
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8192, 8192)  # 268 MB of weights
+
+    def forward(self, x):
+        return self.fc(x).relu_()  # in place: no second output
+
+def get_inputs():
+    return [torch.rand(1024, 8192)]
+
+def get_init_inputs():
+    return []
+'''
+
+
+def test_an_elementwise_reference_needs_its_inputs_their_snapshot_and_two_outputs():
+    n = 4096 * 393216 * 4
+    assert reference_footprint(task_module(ELEMENTWISE), EvalProtocol()) == 4 * n
+
+
+def test_weights_count_and_an_operation_in_place_takes_no_new_memory():
+    weights = (8192 * 8192 + 8192) * 4
+    activations = 1024 * 8192 * 4
+    # inputs and their snapshot, then one output per forward (the in-place ReLU adds none)
+    assert reference_footprint(task_module(LINEAR), EvalProtocol()) == weights + 4 * activations
+
+
+@pytest.mark.parametrize("forward", [
+    "return x * float(x.sum().item())",  # needs values: the meta device has none
+    "return torch.from_numpy(x.numpy())",
+])
+def test_a_reference_that_cannot_run_on_the_meta_device_is_not_counted(forward):
+    source = ELEMENTWISE.replace("return torch.relu(x)", forward)
+    assert reference_footprint(task_module(source), EvalProtocol()) is None
+
+
+def test_a_reference_too_slow_to_count_is_not_counted():
+    source = ELEMENTWISE.replace("return torch.relu(x)", "for _ in range(10**7):\n            x = x + 1\n        return x")
+    assert reference_footprint(task_module(source), EvalProtocol(), budget_s=0.2) is None
+
+
+OOM_WHEN_REAL = '''
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        if x.device.type != "meta":  # counted, it runs; run, it finds the device full
+            raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 4.00 GiB")
+        return x * 2
+
+
+def get_inputs():
+    # 1 GiB when counted on the meta device; the job that really runs makes 8 numbers
+    return [torch.rand((1 << 28) if torch.empty(0).device.type == "meta" else 8)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def test_a_reference_crowded_out_runs_again_with_its_footprint_reserved_then_alone(tmp_path):
+    from adaexplore.evaluator.device_memory import DeviceMemory
+    from adaexplore.evaluator.service import Evaluator
+    from adaexplore.evaluator.task import Task, check_task_source
+
+    ev = Evaluator(work_dir=tmp_path / "ev", trace=True)
+    try:
+        ev._memory = DeviceMemory(capacity_bytes=8 << 30)  # as on a GPU: admission by device memory
+        check_task_source(OOM_WHEN_REAL)
+        validation = ev.validate_task(Task(name="oom_when_real", source=OOM_WHEN_REAL))
+        assert not validation.ok and validation.error.error_class == "TaskTooLarge"
+        runs = [(t["alone"], t["reserved_bytes"]) for t in ev.trace if t["kind"] == "reference"]
+        unknown = ev._memory.estimate(None, candidate=False)
+        counted = ev._memory.for_footprint(4 << 30)  # 1 GiB of inputs, their snapshot, two outputs
+        # beside others with a fifth of the device; again with its footprint; then alone
+        assert runs == [(0.0, unknown), (0.0, counted), (1.0, 8 << 30)]
+        assert [t["kind"] for t in ev.trace].count("footprint") == 1
+    finally:
+        ev.close()
+
+
+def test_a_reference_whose_footprint_is_no_more_than_it_had_reserved_runs_again_alone(tmp_path):
+    from adaexplore.evaluator.device_memory import DeviceMemory
+    from adaexplore.evaluator.service import Evaluator
+    from adaexplore.evaluator.task import Task, check_task_source
+
+    source = OOM_WHEN_REAL.replace("(1 << 28) if torch.empty(0).device.type == \"meta\" else 8", "8")
+    ev = Evaluator(work_dir=tmp_path / "ev", trace=True)
+    try:
+        ev._memory = DeviceMemory(capacity_bytes=8 << 30)
+        check_task_source(source)
+        assert not ev.validate_task(Task(name="small_oom", source=source)).ok
+        # its neighbours, not its size, took the memory: a larger reservation would not help
+        assert [t["alone"] for t in ev.trace if t["kind"] == "reference"] == [0.0, 1.0]
+    finally:
+        ev.close()
