@@ -231,13 +231,14 @@ def main() -> int:
     ap.add_argument("--only", nargs="*", default=[], help="LEVEL:ID,ID... (e.g. 2:1,7,19): only these tasks")
     ap.add_argument("--shard", default="0/1", help="I/N: of each level's tasks, only every N-th from the I-th "
                     "(one process per GPU, each with its own --jsonl)")
-    ap.add_argument("--report", nargs="+", type=Path, default=[],
-                    help="run nothing: summarize these JSONL files (the shards of one run) with --jsonl's rows")
+    ap.add_argument("--report", nargs="*", type=Path, default=None,
+                    help="run nothing: summarize --jsonl's rows, with those of these JSONL files if any "
+                    "(the shards of one run)")
     args = ap.parse_args()
     shard, shards = (int(x) for x in args.shard.split("/"))
     if not 0 <= shard < shards:
         ap.error(f"--shard {args.shard}: need 0 <= I < N")
-    if args.report:
+    if args.report is not None:
         rows = [json.loads(line) for f in [*args.report, args.jsonl] if f.exists()
                 for line in f.read_text().splitlines() if line.strip()]
         text = summarize(rows, {})
