@@ -5,15 +5,20 @@ a failure that is the evaluator's, not the task's or the kernel's. Each job rese
 expected to need before it starts and gives it back when it ends; a job waits while the device
 is spoken for. Estimates come from the reference's own measured peak (`estimate`); a task not
 yet measured reserves a fifth of the device, so five unknown tasks may start at once (one that
-turns out larger runs out of memory and runs again alone, see below). A job
+turns out larger runs out of memory and runs again with its footprint reserved, see the
+evaluator's `_run`). A job
 larger than the whole device runs alone, and so does a job run again because it ran out of
 memory beside others (`ALONE`); while such a job waits, no new job starts, so it cannot starve.
+Smaller jobs may pass a large one that waits for room, but only for PATIENCE_S: after that it
+holds newcomers back like a job waiting to run alone, so a stream of small jobs cannot starve it.
 Without a capacity (the CPU) nothing is limited.
 """
 
 from __future__ import annotations
 
+import itertools
 import threading
+import time
 from contextlib import contextmanager
 from typing import Iterator
 
@@ -27,6 +32,7 @@ CANDIDATE_FACTOR = 1.5  # a candidate may keep more intermediates than the refer
 TIMING_FACTOR = 2.0
 SLACK_BYTES = 256 << 20
 ALONE = -1  # reserve the whole device
+PATIENCE_S = 30.0  # how long newcomers may pass a job waiting for room
 
 
 class DeviceMemory:
@@ -34,6 +40,8 @@ class DeviceMemory:
         self.capacity = capacity_bytes
         self.reserved = 0
         self.alone_waiting = 0
+        self._waiting_since: dict[int, float] = {}  # waiting jobs (by ticket): when they began to wait
+        self._tickets = itertools.count()
         self._cond = threading.Condition()
 
     def estimate(self, reference_peak: int | None, candidate: bool, timing: bool = False) -> int:
@@ -49,6 +57,11 @@ class DeviceMemory:
         """Bytes to reserve for a reference whose tensors were counted at `footprint` bytes
         (library workspaces and the allocator's rounding come on top)."""
         return int(footprint * HEADROOM) + SLACK_BYTES
+
+    def _impatient_ahead(self, ticket: int) -> bool:
+        """Whether a job that began to wait before `ticket` has waited longer than PATIENCE_S."""
+        now = time.monotonic()
+        return any(t < ticket and now - since > PATIENCE_S for t, since in self._waiting_since.items())
 
     @contextmanager
     def reserve(self, nbytes: int) -> Iterator[None]:
@@ -67,7 +80,16 @@ class DeviceMemory:
                 finally:
                     self.alone_waiting -= 1
             else:
-                self._cond.wait_for(lambda: not self.alone_waiting and self.reserved + nbytes <= capacity)
+                ticket = next(self._tickets)
+                self._waiting_since[ticket] = time.monotonic()
+                try:
+                    # Woken when memory is given back, and at least every second: a job ahead
+                    # becomes impatient with time, not with an event.
+                    while self.alone_waiting or self._impatient_ahead(ticket) or self.reserved + nbytes > capacity:
+                        self._cond.wait(1.0)
+                finally:
+                    del self._waiting_since[ticket]
+                    self._cond.notify_all()  # the job behind may have been held back by this one
             self.reserved += nbytes
         try:
             yield

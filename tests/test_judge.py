@@ -131,6 +131,37 @@ def test_device_memory_admits_jobs_while_they_fit_and_holds_the_rest_until_memor
         assert memory.reserved == 10
 
 
+def test_small_jobs_may_pass_a_large_one_waiting_for_room_only_until_its_patience_runs_out(monkeypatch):
+    from adaexplore.evaluator import device_memory
+    from adaexplore.evaluator.device_memory import DeviceMemory
+
+    monkeypatch.setattr(device_memory, "PATIENCE_S", 0.5)
+    memory = DeviceMemory(capacity_bytes=10)
+    order: list[str] = []
+    running = memory.reserve(6)
+    running.__enter__()
+
+    def job(name: str, nbytes: int) -> threading.Thread:
+        def run():
+            with memory.reserve(nbytes):
+                order.append(name)
+        thread = threading.Thread(target=run)
+        thread.start()
+        return thread
+
+    large = job("large", 8)  # 6 + 8 does not fit in 10: it waits (and once in, leaves no room for 3)
+    time.sleep(0.1)
+    job("small, early", 3).join(5)  # fits beside the running job: it may pass the large one
+    time.sleep(0.6)  # the large one has now waited past its patience
+    late = job("small, late", 3)
+    time.sleep(0.3)
+    assert order == ["small, early"]  # the late one fits, but waits behind the large one
+    running.__exit__(None, None, None)
+    large.join(5)
+    late.join(5)
+    assert order == ["small, early", "large", "small, late"] and memory.reserved == 0
+
+
 def test_device_memory_estimates_from_the_reference_and_is_off_on_the_cpu():
     from adaexplore.evaluator.device_memory import DeviceMemory
 
