@@ -166,11 +166,9 @@ class EvaluatorFleet:
             # Each member's workers share its part of the cores, so members do not oversubscribe them.
             cores = max(1, usable_cores() // len(devices))
             if gpus and evaluator_kwargs.get("judge_host_budget_bytes", -1) < 0:  # the judges share the host
-                import torch
-
                 from .judge.process import default_host_budget
 
-                evaluator_kwargs["judge_host_budget_bytes"] = default_host_budget(torch.device("cuda"), len(gpus))
+                evaluator_kwargs["judge_host_budget_bytes"] = default_host_budget(len(gpus))
             self.members = [Evaluator(device=dev, work_dir=work_dir, max_parallel=per_member,
                                       visible_devices=ident, cores=cores, **evaluator_kwargs)
                             for dev, ident in zip(devices, ids)]

@@ -30,6 +30,7 @@ from .sandbox import confine, wire
 from .sandbox.frames import Discard
 from .sandbox.gpu_lock import GpuLock, default_lock_dir, physical_gpu_id
 from .sandbox.pool import WorkerPool, WorkerResult
+from .sandbox.procs import physical_memory
 from .stats import contended, summarize
 from .task import Task, source_hash
 from .verdict import (
@@ -59,13 +60,6 @@ CHECKED_WAIT_S = 30.0  # for the frames a job wrote before its gate to be read
 COMPILE_PENDING = "the torch.compile baseline is still being measured; later results compare with it too"
 REFERENCE_CACHE_SIZE = 256  # tasks whose reference facts stay here (their outputs are in the judge)
 RESULTS_KEPT = 4096  # results of identical submissions answered without running them again
-
-
-def _physical_memory() -> int:
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError):  # pragma: no cover
-        return 16 << 30
 
 
 def usable_cores() -> int:
@@ -155,7 +149,7 @@ class Evaluator:
         # A CPU-mode candidate could take the machine's memory; CUDA reserves too much address
         # space for an address-space limit to be usable on a GPU.
         if memory_limit_bytes is None and not self.is_gpu:
-            memory_limit_bytes = min(12 << 30, _physical_memory() // 2)
+            memory_limit_bytes = min(12 << 30, physical_memory() // 2)
         self.memory_limit_bytes = memory_limit_bytes
         self.pool = WorkerPool(interpret=not self.is_gpu, work_dir=str(base / "scratch"),
                                triton_cache_dir=str(base / "triton-cache"), visible_devices=self.visible_devices,
@@ -301,10 +295,7 @@ class Evaluator:
     def _footprint(self, job: dict) -> int | None:
         """Bytes to reserve for a reference job, from its footprint counted on the meta device by
         a job of its own (no device memory reserved: it touches none), or None if not counted."""
-        counting = {**job, "kind": Job.footprint}
-        with self._slots:
-            res = self.pool.run(counting, FOOTPRINT_TIMEOUT_S, sink=lambda head, metas: Discard())
-        self._trace(counting, run_s=0.0, **res.phases())
+        res = self._run({**job, "kind": Job.footprint}, FOOTPRINT_TIMEOUT_S, reserve=0)
         found = res.first(Kind.footprint)
         need = found[0].get("need_bytes") if found else None
         if isinstance(need, bool) or not isinstance(need, int) or need <= 0:

@@ -201,7 +201,7 @@ def _all_equal(a: list[torch.Tensor], b: list[torch.Tensor], device: torch.devic
     """Whether two lists of tensors are equal bit for bit (of equal shapes), a piece at a time."""
     return len(a) == len(b) and all(
         x.shape == y.shape and x.dtype == y.dtype and all(
-            bool(torch.equal(p, q.to(p.device))) for (_, p), (_, q) in zip(pieces(x, device), pieces(y, device)))
+            bool(torch.equal(p, q)) for (_, p), (_, q) in zip(pieces(x, device), pieces(y, device)))
         for x, y in zip(a, b))
 
 

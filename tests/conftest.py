@@ -34,6 +34,19 @@ def evaluator(tmp_path_factory):
     ev.close()
 
 
+@pytest.fixture
+def admitting_evaluator(tmp_path):
+    """An evaluator (tracing its jobs) that admits jobs by device memory as on a GPU with 8 GiB
+    for jobs, so a job that runs out of memory beside others is run again as there."""
+    from adaexplore.evaluator.device_memory import DeviceMemory
+    from adaexplore.evaluator.service import Evaluator
+
+    ev = Evaluator(work_dir=tmp_path / "ev", trace=True)
+    ev._memory = DeviceMemory(capacity_bytes=8 << 30)
+    yield ev
+    ev.close()
+
+
 def example_task(name: str, **protocol):
     from adaexplore.evaluator.results import EvalProtocol
     from adaexplore.evaluator.task import load_task_file

@@ -100,39 +100,27 @@ def get_init_inputs():
 '''
 
 
-def test_a_reference_crowded_out_runs_again_with_its_footprint_reserved_then_alone(tmp_path):
-    from adaexplore.evaluator.device_memory import DeviceMemory
-    from adaexplore.evaluator.service import Evaluator
+def test_a_reference_crowded_out_runs_again_with_its_footprint_reserved_then_alone(admitting_evaluator):
     from adaexplore.evaluator.task import Task, check_task_source
 
-    ev = Evaluator(work_dir=tmp_path / "ev", trace=True)
-    try:
-        ev._memory = DeviceMemory(capacity_bytes=8 << 30)  # as on a GPU: admission by device memory
-        check_task_source(OOM_WHEN_REAL)
-        validation = ev.validate_task(Task(name="oom_when_real", source=OOM_WHEN_REAL))
-        assert not validation.ok and validation.error.error_class == "TaskTooLarge"
-        runs = [(t["alone"], t["reserved_bytes"]) for t in ev.trace if t["kind"] == "reference"]
-        unknown = ev._memory.estimate(None, candidate=False)
-        counted = ev._memory.for_footprint(4 << 30)  # 1 GiB of inputs, their snapshot, two outputs
-        # beside others with a fifth of the device; again with its footprint; then alone
-        assert runs == [(0.0, unknown), (0.0, counted), (1.0, 8 << 30)]
-        assert [t["kind"] for t in ev.trace].count("footprint") == 1
-    finally:
-        ev.close()
+    ev = admitting_evaluator
+    check_task_source(OOM_WHEN_REAL)
+    validation = ev.validate_task(Task(name="oom_when_real", source=OOM_WHEN_REAL))
+    assert not validation.ok and validation.error.error_class == "TaskTooLarge"
+    runs = [(t["alone"], t["reserved_bytes"]) for t in ev.trace if t["kind"] == "reference"]
+    unknown = ev._memory.estimate(None, candidate=False)
+    counted = ev._memory.for_footprint(4 << 30)  # 1 GiB of inputs, their snapshot, two outputs
+    # beside others with a fifth of the device; again with its footprint; then alone
+    assert runs == [(0.0, unknown), (0.0, counted), (1.0, 8 << 30)]
+    assert [t["kind"] for t in ev.trace].count("footprint") == 1
 
 
-def test_a_reference_whose_footprint_is_no_more_than_it_had_reserved_runs_again_alone(tmp_path):
-    from adaexplore.evaluator.device_memory import DeviceMemory
-    from adaexplore.evaluator.service import Evaluator
+def test_a_reference_whose_footprint_is_no_more_than_it_had_reserved_runs_again_alone(admitting_evaluator):
     from adaexplore.evaluator.task import Task, check_task_source
 
     source = OOM_WHEN_REAL.replace("(1 << 28) if torch.empty(0).device.type == \"meta\" else 8", "8")
-    ev = Evaluator(work_dir=tmp_path / "ev", trace=True)
-    try:
-        ev._memory = DeviceMemory(capacity_bytes=8 << 30)
-        check_task_source(source)
-        assert not ev.validate_task(Task(name="small_oom", source=source)).ok
-        # its neighbours, not its size, took the memory: a larger reservation would not help
-        assert [t["alone"] for t in ev.trace if t["kind"] == "reference"] == [0.0, 1.0]
-    finally:
-        ev.close()
+    ev = admitting_evaluator
+    check_task_source(source)
+    assert not ev.validate_task(Task(name="small_oom", source=source)).ok
+    # its neighbours, not its size, took the memory: a larger reservation would not help
+    assert [t["alone"] for t in ev.trace if t["kind"] == "reference"] == [0.0, 1.0]

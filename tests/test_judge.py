@@ -270,41 +270,31 @@ def get_init_inputs():
 '''
 
 
-def test_a_job_that_ran_out_of_device_memory_beside_others_runs_again_alone(tmp_path):
-    from adaexplore.evaluator.device_memory import DeviceMemory
+def test_a_job_that_ran_out_of_device_memory_beside_others_runs_again_alone(admitting_evaluator):
 
-    ev = Evaluator(work_dir=tmp_path / "ev", trace=True)
-    try:
-        ev._memory = DeviceMemory(capacity_bytes=8 << 30)  # as on a GPU: admission by device memory
-        task = Task(name="oom", source=OOM_TASK)
-        check_task_source(task.source)
-        validation = ev.validate_task(task)
-        assert not validation.ok and validation.error.error_class == "TaskTooLarge"
-        assert validation.error.message.startswith("the task does not fit this device: its reference ran out of "
-                                                   "memory even with the device to itself (8.6 GB")
-        assert "Tried to allocate 4.00 GiB" in validation.error.message
-        runs = [t for t in ev.trace if t["kind"] == "reference"]
-        assert [r["alone"] for r in runs] == [0.0, 1.0]  # once beside others, then with the device to itself
-    finally:
-        ev.close()
+    ev = admitting_evaluator
+    task = Task(name="oom", source=OOM_TASK)
+    check_task_source(task.source)
+    validation = ev.validate_task(task)
+    assert not validation.ok and validation.error.error_class == "TaskTooLarge"
+    assert validation.error.message.startswith("the task does not fit this device: its reference ran out of "
+                                               "memory even with the device to itself (8.6 GB")
+    assert "Tried to allocate 4.00 GiB" in validation.error.message
+    runs = [t for t in ev.trace if t["kind"] == "reference"]
+    assert [r["alone"] for r in runs] == [0.0, 1.0]  # once beside others, then with the device to itself
 
 
-def test_a_reference_that_cudnn_failed_inside_beside_others_runs_again_alone_before_the_task_is_blamed(tmp_path):
-    from adaexplore.evaluator.device_memory import DeviceMemory
+def test_a_reference_that_cudnn_failed_inside_beside_others_runs_again_alone_before_the_task_is_blamed(admitting_evaluator):
 
-    ev = Evaluator(work_dir=tmp_path / "ev", trace=True)
-    try:
-        ev._memory = DeviceMemory(capacity_bytes=8 << 30)
-        source = OOM_TASK.replace('torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 4.00 GiB")',
-                                  'RuntimeError("cuDNN error: CUDNN_STATUS_INTERNAL_ERROR")')
-        task = Task(name="cudnn", source=source)
-        check_task_source(task.source)
-        validation = ev.validate_task(task)
-        assert not validation.ok and "CUDNN_STATUS_INTERNAL_ERROR" in validation.error.message
-        runs = [t for t in ev.trace if t["kind"] == "reference"]
-        assert [r["alone"] for r in runs] == [0.0, 1.0]  # alone, it failed the same way: the task's
-    finally:
-        ev.close()
+    ev = admitting_evaluator
+    source = OOM_TASK.replace('torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 4.00 GiB")',
+                              'RuntimeError("cuDNN error: CUDNN_STATUS_INTERNAL_ERROR")')
+    task = Task(name="cudnn", source=source)
+    check_task_source(task.source)
+    validation = ev.validate_task(task)
+    assert not validation.ok and "CUDNN_STATUS_INTERNAL_ERROR" in validation.error.message
+    runs = [t for t in ev.trace if t["kind"] == "reference"]
+    assert [r["alone"] for r in runs] == [0.0, 1.0]  # alone, it failed the same way: the task's
 
 
 def test_a_reference_that_finds_the_judge_full_of_references_in_use_waits_and_is_not_blamed_on_the_task():
@@ -452,28 +442,23 @@ def test_a_pipe_that_ends_short_of_what_was_promised_drops_the_judges_connection
 
 
 def test_a_job_whose_outputs_the_judge_had_no_device_memory_for_runs_again_alone_and_starts_its_store_afresh(
-        tmp_path, monkeypatch):
-    from adaexplore.evaluator.device_memory import DeviceMemory
+        admitting_evaluator, monkeypatch):
     from adaexplore.evaluator.sandbox.pool import WorkerResult
 
-    ev = Evaluator(work_dir=tmp_path / "ev", trace=True)
-    try:
-        ev._memory = DeviceMemory(capacity_bytes=8 << 30)
-        judge_ran_out = {"req": "r1", "error": "the judge ran out of device memory: CUDA out of memory", "ours": True,
-                         "oom": True}
-        results = [WorkerResult(0, None, False, 0.1, "", messages=[({"kind": "trial"}, [judge_ran_out])]),
-                   WorkerResult(0, None, False, 0.1, "", messages=[({"kind": "done"}, [])])]
-        dropped: list[str] = []
-        uncounted = WorkerResult(0, None, False, 0.1, "", messages=[({"kind": "done"}, [])])  # no footprint
-        monkeypatch.setattr(ev.pool, "run", lambda job, timeout_s, sink=None:
-                            uncounted if job["kind"] == "footprint" else results.pop(0))
-        monkeypatch.setattr(ev.judge, "drop", dropped.append)
-        res = ev._run({"kind": "reference", "judge_key": "k1", "protocol": {}}, 10.0)
-        assert res.messages == [({"kind": "done"}, [])]  # the second run's
-        assert [r["alone"] for r in ev.trace if r["kind"] == "reference"] == [0.0, 1.0]
-        assert dropped == ["k1"]  # its partial store went before it ran alone
-    finally:
-        ev.close()
+    ev = admitting_evaluator
+    judge_ran_out = {"req": "r1", "error": "the judge ran out of device memory: CUDA out of memory", "ours": True,
+                     "oom": True}
+    results = [WorkerResult(0, None, False, 0.1, "", messages=[({"kind": "trial"}, [judge_ran_out])]),
+               WorkerResult(0, None, False, 0.1, "", messages=[({"kind": "done"}, [])])]
+    dropped: list[str] = []
+    uncounted = WorkerResult(0, None, False, 0.1, "", messages=[({"kind": "done"}, [])])  # no footprint
+    monkeypatch.setattr(ev.pool, "run", lambda job, timeout_s, sink=None:
+                        uncounted if job["kind"] == "footprint" else results.pop(0))
+    monkeypatch.setattr(ev.judge, "drop", dropped.append)
+    res = ev._run({"kind": "reference", "judge_key": "k1", "protocol": {}}, 10.0)
+    assert res.messages == [({"kind": "done"}, [])]  # the second run's
+    assert [r["alone"] for r in ev.trace if r["kind"] == "reference"] == [0.0, 1.0]
+    assert dropped == ["k1"]  # its partial store went before it ran alone
 
 
 

@@ -25,7 +25,6 @@ Errors that are ours (a budget, memory) answer {error, ours}.
 from __future__ import annotations
 
 import math
-import os
 import socket
 import sys
 import time
@@ -38,6 +37,7 @@ from ..compare import OutputCheck, compare_kinds
 from ..reference import Reference
 from ..results import Tolerance
 from ..sandbox import wire
+from ..sandbox.procs import physical_memory
 from ..verdict import degenerate_flags
 from .store import BudgetBusy, BudgetExceeded, OutputStore
 
@@ -68,8 +68,10 @@ class Judge:
             if self.device.index is None:  # "cuda" names the current device; set_device needs its index
                 self.device = torch.device("cuda", torch.cuda.current_device())
             torch.cuda.set_device(self.device)
+        if host_budget_bytes < 0:  # by default host memory holds references only beside a GPU
+            host_budget_bytes = default_host_budget() if self.device.type == "cuda" else 0
         self.store = OutputStore(budget_bytes if budget_bytes > 0 else default_budget(self.device), self.device,
-                                 host_budget_bytes if host_budget_bytes >= 0 else default_host_budget(self.device))
+                                 host_budget_bytes)
         self.sock = sock
         self.pending: dict[str, Pending] = {}
         # Where this process's time goes (for `stats`): waiting for bytes, copying them in, comparing.
@@ -256,7 +258,7 @@ def default_budget(device: torch.device) -> int:
     """GPU_SHARE of the GPU's memory; on the CPU 4 GiB, or an eighth of the machine's memory if less."""
     if device.type == "cuda":
         return int(GPU_SHARE * torch.cuda.get_device_properties(device).total_memory)
-    return min(4 << 30, _physical_memory() // 8)
+    return min(4 << 30, physical_memory() // 8)
 
 
 # The judge's share of host memory, on a GPU, for references that do not fit its device share
@@ -265,17 +267,10 @@ def default_budget(device: torch.device) -> int:
 HOST_SHARE = 1 / 3
 
 
-def default_host_budget(device: torch.device, judges: int = 1) -> int:
-    """HOST_SHARE of the machine's memory beside a GPU, split between the `judges` of one
-    machine (one per GPU); none on the CPU."""
-    return int(HOST_SHARE * _physical_memory() / max(1, judges)) if device.type == "cuda" else 0
-
-
-def _physical_memory() -> int:
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError):
-        return 16 << 30
+def default_host_budget(judges: int = 1) -> int:
+    """A GPU judge's share of host memory: HOST_SHARE of the machine's, split between the
+    `judges` of one machine (one per GPU)."""
+    return int(HOST_SHARE * physical_memory() / max(1, judges))
 
 
 def _in_use(head: dict) -> frozenset[str]:

@@ -61,12 +61,9 @@ class OutputStore:
     def host_budget_bytes(self) -> int:
         return sum(p.budget_bytes for p in self.places[1:])
 
-    @property
-    def used_bytes(self) -> int:
-        return sum(self._sizes.values())
-
     def used_on(self, name: str) -> int:
-        return sum(size for key, size in self._sizes.items() if self._place[key].name == name)
+        """Bytes held at the place called `name` ("device" or "host"; none at a place not kept)."""
+        return sum(self._held(p, self._sizes) for p in self.places if p.name == name)
 
     def __contains__(self, key: str) -> bool:
         return key in self._entries
@@ -88,11 +85,10 @@ class OutputStore:
             raise BudgetExceeded(f"the reference outputs need {_gb(total)}, more than the judge's budget of "
                                  f"{self._budgets()}")
         current = self._place.get(key)
-        candidates = [current] if current is not None and current.name == "host" else \
-            ([current] if current else []) + [p for p in self.places if p is not current]
-        for place in candidates:
+        # Where it is, or further down the list: a reference moves to host memory, never back.
+        for place in self.places[self.places.index(current):] if current else self.places:
             if total <= self._room(place, in_use - {key}):
-                self._evict_for(place, total - (self._sizes.get(key, 0) if current is place else 0), key, in_use)
+                self._evict_for(place, total, key, in_use)
                 if current is not None and current is not place:
                     self._move(key, place)
                 self._place[key] = place
@@ -128,12 +124,15 @@ class OutputStore:
         self._sizes.pop(key, None)
         self._place.pop(key, None)
 
-    def _room(self, place: Place, in_use: frozenset[str]) -> int:
-        return place.budget_bytes - sum(self._sizes[k] for k in in_use if k in self._sizes and self._place[k] is place)
+    def _held(self, place: Place, keys) -> int:
+        return sum(self._sizes[k] for k in keys if k in self._sizes and self._place[k] is place)
 
-    def _evict_for(self, place: Place, nbytes: int, key: str, in_use: frozenset[str]) -> None:
-        """Evict idle references kept at `place`, oldest first, until `nbytes` more fit there."""
-        while self.used_on(place.name) + nbytes > place.budget_bytes:
+    def _room(self, place: Place, in_use: frozenset[str]) -> int:
+        return place.budget_bytes - self._held(place, in_use)
+
+    def _evict_for(self, place: Place, total: int, key: str, in_use: frozenset[str]) -> None:
+        """Evict idle references kept at `place`, oldest first, until `key` fits there with `total` bytes."""
+        while self._held(place, [k for k in self._sizes if k != key]) + total > place.budget_bytes:
             self.drop(next(k for k in self._entries if k != key and k not in in_use and self._place[k] is place))
 
     def _move(self, key: str, place: Place) -> None:

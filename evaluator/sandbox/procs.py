@@ -1,4 +1,5 @@
-"""Linux process facts and controls the warm parent needs: /proc state, parentage, prctl."""
+"""Linux process facts and controls the warm parent needs: /proc state, parentage, prctl; and
+the machine's physical memory, which the evaluator and the judge size their budgets by."""
 
 from __future__ import annotations
 
@@ -9,6 +10,14 @@ import time
 
 _PR_SET_PDEATHSIG = 1
 _PR_SET_CHILD_SUBREAPER = 36
+
+
+def physical_memory() -> int:
+    """Bytes of physical memory on this machine (16 GiB if the system cannot say)."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):  # pragma: no cover
+        return 16 << 30
 
 
 def _prctl(option: int, value: int) -> None:
