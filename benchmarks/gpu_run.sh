@@ -101,6 +101,37 @@ case "${1:-tests}" in
     [ -f .kbrun/kb.jsonl ] && cp .kbrun/kb.jsonl "$out/kb.jsonl"
     timeout "${SUITE_TIMEOUT:-300}" python3 benchmarks/kernelbench_suite.py --problems .kb --jsonl "$out/kb.jsonl" \
       --markdown "$out/kb.md" "$@" 2> "$out/kb.log"; cat "$out/kb.md"; tail -25 "$out/kb.log" ;;
+  ring-suite)  # the rings' tests on the GPU, a 2 GB task through rings and then streamed (judge_stream.py),
+    # then KernelBench tasks (arguments as for suite, a carried .kbrun/kb.jsonl resumed as there)
+    shift
+    timeout 240 python3 -m pytest -q -p no:cacheprovider -rfs --tb=short tests/test_ring.py 2>&1 \
+      | tee "$out/pytest_ring.txt" | tail -15
+    timeout 150 python3 benchmarks/judge_stream.py --gb 2 --modes ring stream 2>&1 | tee "$out/stream.txt" \
+      | grep -E "^(==|task|Judge)"
+    [ -f .kbrun/kb.jsonl ] && cp .kbrun/kb.jsonl "$out/kb.jsonl"
+    timeout "${SUITE_TIMEOUT:-300}" python3 benchmarks/kernelbench_suite.py --problems .kb --jsonl "$out/kb.jsonl" \
+      --markdown "$out/kb.md" "$@" 2> "$out/kb.log"; cat "$out/kb.md"; tail -25 "$out/kb.log" ;;
+  checks-suite)  # the rings' tests, the reward-hack and hostile suites (as ring-checks, within CHECKS_S), then
+    # KernelBench tasks for the rest of the call (arguments as for suite, a carried .kbrun/kb.jsonl resumed)
+    shift
+    timeout 150 python3 -m pytest -v -p no:cacheprovider --timeout 120 -rfE --tb=short tests/test_ring.py 2>&1 \
+      | tee "$out/pytest_ring.txt" | grep -E "FAILED|ERROR|passed|failed|^E " | tail -20
+    timeout $(( ${CHECKS_S:-330} - SECONDS )) python3 -m pytest -v -p no:cacheprovider -n 2 --dist loadfile \
+      --timeout 150 -rfE --tb=short tests/test_exploits.py tests/test_sandbox_hostile.py 2>&1 \
+      | tee "$out/pytest_gpu.txt" | grep -E "FAILED|ERROR|passed|failed|^E " | tail -20
+    echo "hostile and reward-hack tests passed: $(grep -c PASSED "$out/pytest_gpu.txt")"
+    [ -f .kbrun/kb.jsonl ] && cp .kbrun/kb.jsonl "$out/kb.jsonl"
+    left=$(( ${CALL_BUDGET_S:-580} - SECONDS ))  # the rest of the call goes to the suite, its last minute to finish
+    timeout "$left" python3 benchmarks/kernelbench_suite.py --problems .kb --jsonl "$out/kb.jsonl" \
+      --markdown "$out/kb.md" --deadline-s $(( left - 70 )) "$@" 2> "$out/kb.log"; cat "$out/kb.md"; tail -25 "$out/kb.log" ;;
+  ring-checks)  # the rings' tests, then the reward-hack and hostile suites (two xdist workers), each test
+    # named as it ends (-v), so a call cut short still says which passed
+    timeout 150 python3 -m pytest -v -p no:cacheprovider --timeout 120 -rfE --tb=short tests/test_ring.py 2>&1 \
+      | tee "$out/pytest_ring.txt" | grep -E "PASSED|FAILED|ERROR|SKIPPED|passed|failed|^E " | tail -40
+    timeout $(( ${CALL_BUDGET_S:-580} - SECONDS )) python3 -m pytest -v -p no:cacheprovider -n 2 --dist loadfile \
+      --timeout 150 -rfE --tb=short tests/test_exploits.py tests/test_sandbox_hostile.py 2>&1 \
+      | tee "$out/pytest_gpu.txt" | grep -E "FAILED|ERROR|passed|failed|^E " | tail -30
+    echo "passed: $(grep -c PASSED "$out/pytest_gpu.txt")" ;;
   agent-view)  # the GPU-mode tests of what the agent sees (hints checked on the GPU, the profile tool),
     # then those of how outputs and inputs travel (inputs made on the GPU, the staging buffer, the judge stopped)
     timeout 200 python3 -m pytest -q -p no:cacheprovider -rfE --tb=short tests/test_lint_hints.py \

@@ -6,7 +6,11 @@ evaluates a pass-through candidate, and reports the reference job's time, the ca
 where the judge's time went (waiting for bytes, copying them in, comparing, flags) with the relay's
 rate. The numbers say whether moving outputs is what bounds registration.
 
-    python benchmarks/judge_stream.py [--gb 1.0] [--tasks 1]
+    python benchmarks/judge_stream.py [--gb 1.0] [--tasks 1] [--modes ring stream]
+
+Each mode runs with an evaluator of its own, one after the other in the same process: `ring`
+(outputs through each job's ring of shared device memory, the default) and `stream` (through the
+job's pipe and the judge's socket).
 """
 
 from __future__ import annotations
@@ -44,13 +48,20 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--gb", type=float, default=1.0, help="size of the task's output, in GB")
     ap.add_argument("--tasks", type=int, default=1, help="distinct tasks, run one after another")
+    ap.add_argument("--modes", nargs="+", default=["ring"], choices=["ring", "stream"])
     args = ap.parse_args()
+    for mode in args.modes:
+        print(f"== outputs through {'rings' if mode == 'ring' else 'pipes and the socket'}", flush=True)
+        run(args, output_ring=mode == "ring")
+    return 0
 
+
+def run(args, output_ring: bool) -> None:
     from adaexplore.evaluator.service import Evaluator
     from adaexplore.evaluator.task import load_task_file
 
     numel = int(args.gb * 1e9 / 4)
-    ev = Evaluator(trace=True)
+    ev = Evaluator(trace=True, output_ring=output_ring)
     start = time.monotonic()
     try:
         with tempfile.TemporaryDirectory() as tmp:
@@ -70,7 +81,6 @@ def main() -> int:
         print(judge_line(ev))
     finally:
         ev.close()
-    return 0
 
 
 if __name__ == "__main__":

@@ -184,7 +184,8 @@ def judge_line(ev) -> str:
         return f"Judge: no stats ({exc})\n"
     relay = ev.judge.relay
     rate = relay["bytes"] / relay["seconds"] / 1e9 if relay["seconds"] else 0.0
-    return (f"Judge: {stats.get('bytes_in', 0) / 1e9:.1f} GB received; seconds "
+    rings = f" ({stats.get('ring_bytes_in', 0) / 1e9:.1f} GB of it through rings)" if "ring_bytes_in" in stats else ""
+    return (f"Judge: {stats.get('bytes_in', 0) / 1e9:.1f} GB received{rings}; seconds "
             + ", ".join(f"{k} {v:.0f}" for k, v in stats.get("seconds", {}).items())
             + f". Relay from workers: {relay['bytes'] / 1e9:.1f} GB in {relay['seconds']:.0f} s summed over jobs"
             f" ({rate:.2f} GB/s per stream).\n")

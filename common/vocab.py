@@ -111,6 +111,7 @@ class Kind(Name):
     kernels = "kernels"  # per-kernel profiler rows (profile job)
     triton = "triton"  # Triton launch metadata (profile job)
     footprint = "footprint"  # the reference job's memory, counted on the meta device (footprint job)
+    piece = "piece"  # the next piece of a ring frame's outputs lies in a slot of the job's ring
 
 
 class Job(Name):
@@ -167,3 +168,6 @@ class JudgeOp(Name):
     flags = "flags"  # degenerate-output checks of a stored reference
     drop = "drop"  # forget a stored reference
     stats = "stats"  # what the judge holds
+    ring_open = "ring_open"  # make a job's ring (its memory and credit pipe travel back on the fd channel)
+    piece = "piece"  # a piece of one output lies in a ring slot: take it (or skip it), then hand the slot back
+    ring_close = "ring_close"  # the job is over: free its ring

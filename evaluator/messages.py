@@ -40,6 +40,8 @@ class ErrorHead(FrameHead, total=False):
 
 class FootprintHead(FrameHead, total=False):
     need_bytes: int
+    output_bytes: int
+    input_bytes: int
 
 
 class InfraHead(FrameHead, total=False):

@@ -12,9 +12,9 @@ import tempfile
 import threading
 import time
 from collections import OrderedDict
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 import torch
 
@@ -22,7 +22,7 @@ from ..common.vocab import Job, Kind
 from . import lint
 from .baselines import BASELINES, BaselineKey, Baselines, BaselineStore
 from .device_memory import ALONE, DeviceMemory
-from .judge.client import JudgeClient, JudgeError, KeysInUse
+from .judge.client import JudgeClient, JudgeError, KeysInUse, RingLease
 from .messages import COMPILED_MAX_BYTES, output_checked
 from .reference import Reference
 from .results import ErrorInfo, EvalProtocol, EvalResult, Status, TaskFlag, TaskValidation, TimingStats
@@ -31,6 +31,7 @@ from .sandbox.frames import Discard
 from .sandbox.gpu_lock import GpuLock, default_lock_dir, physical_gpu_id
 from .sandbox.pool import WorkerPool, WorkerResult
 from .sandbox.procs import physical_memory
+from .sandbox.ring import Geometry
 from .stats import contended, summarize
 from .task import Task, source_hash
 from .verdict import (
@@ -49,12 +50,16 @@ log = logging.getLogger("adaexplore.evaluator")
 
 NO_GPU_NOTE = "no CUDA device: correctness ran through Triton's interpreter on the CPU; timing skipped"
 CONTEXT_BYTES = 1 << 30  # a worker's CUDA context and workspaces, beyond what its tensors take
+RING_JOBS = frozenset({Job.reference, Job.candidate, Job.timing})  # the jobs that send outputs
 REFERENCE_MIN_TIMEOUT_S = 300.0
 FOOTPRINT_TIMEOUT_S = 60.0  # loading the task and counting on the meta device (itself cut off at 5 s)
 # How long a reference turned away by the judge, first in the queue for room, waits for tasks in use
 # before it may evict their references: longer than one large task's registration and evaluation
 # (up to three minutes for KernelBench's largest on an H200), so that such tasks take turns.
 JUDGE_WAIT_S = 300.0
+# A task whose reference keeps more than this share of the judge's device budget is large: its
+# reference runs while no other large one does.
+LARGE_REFERENCE_SHARE = 0.25
 LIBRARY_INTERNAL_ERROR = "CUDNN_STATUS_INTERNAL_ERROR"
 CHECKED_WAIT_S = 30.0  # for the frames a job wrote before its gate to be read
 COMPILE_PENDING = "the torch.compile baseline is still being measured; later results compare with it too"
@@ -113,8 +118,11 @@ class Evaluator:
                  quiet_timing: bool = True, trace: bool = False, hidden_paths: list[str | Path] | None = None,
                  sandbox_tmp_bytes: int = 1 << 30, max_processes: int = 256,
                  judge_budget_bytes: int = 0, cores: int | None = None, wait_for_compile: bool = False,
-                 one_process: bool = False, judge_host_budget_bytes: int = -1) -> None:
+                 one_process: bool = False, judge_host_budget_bytes: int = -1, output_ring: bool = True) -> None:
         self.device = device or default_device()
+        # Whether jobs hand their outputs to the judge through a ring of shared memory (on a GPU,
+        # device memory: see sandbox.ring) rather than streaming them through their pipes.
+        self.output_ring = output_ring
         # Whether a candidate's first timing runs in its correctness job's own process, after
         # its verdict (no second process to start, no module, kernels or CUDA to set up again).
         self.one_process = one_process
@@ -171,6 +179,9 @@ class Evaluator:
         self._confirming: dict[str, list[float]] = {}  # judge key -> first medians being confirmed now
         self._best_changed = threading.Condition()  # guards both; told when a confirmation ends
         self._in_use = KeysInUse()  # tasks with work in flight: the judge evicts their references last
+        self._counts: dict[str, dict[str, int] | None] = {}  # judge key -> its reference job counted on meta
+        self._large_reference = threading.Lock()  # held by the reference job of a large task (see _is_large)
+        self._judge_budget = 0  # the judge's device share, once asked
         # Reference outputs can be hundreds of MB a task: keep the most recently used few.
         self._ref_cache: OrderedDict[str, Reference] = OrderedDict()  # by judge key
         self._ref_locks: dict[str, threading.Lock] = {}
@@ -274,9 +285,9 @@ class Evaluator:
         t0 = time.monotonic()
         with self._slots, self.device_memory().reserve(reserved):
             hold = self.gpu_shared() if gpu == "shared" else self.gpu_lock() if gpu == "exclusive" else nullcontext()
-            with hold:
+            with hold, self._ring(job) as ring:
                 t1 = time.monotonic()
-                res = self.pool.run(job, timeout_s, sink=self._sink(job))
+                res = self.pool.run(job, timeout_s, sink=self._sink(job), ring=ring)
         self._trace(job, queued_s=t1 - t0, run_s=time.monotonic() - t1, alone=float(alone),
                     reserved_bytes=float(self.device_memory().capacity or 0) if alone else float(reserved),
                     **res.phases())
@@ -292,15 +303,34 @@ class Evaluator:
         log.info("a %s job ran out of device memory beside others; running it alone", job["kind"])
         return self._run(job, timeout_s, gpu, alone=True)
 
+    @contextmanager
+    def _ring(self, job: dict) -> Iterator[RingLease | None]:
+        """A ring for the outputs of a job that sends any (None: they stream), freed once it ends."""
+        lease = self.judge.open_ring() if self.output_ring and job["kind"] in RING_JOBS else None
+        try:
+            yield lease
+        finally:
+            if lease is not None:
+                lease.close()
+
     def _footprint(self, job: dict) -> int | None:
         """Bytes to reserve for a reference job, from its footprint counted on the meta device by
         a job of its own (no device memory reserved: it touches none), or None if not counted."""
-        res = self._run({**job, "kind": Job.footprint}, FOOTPRINT_TIMEOUT_S, reserve=0)
-        found = res.first(Kind.footprint)
-        need = found[0].get("need_bytes") if found else None
-        if isinstance(need, bool) or not isinstance(need, int) or need <= 0:
-            return None
-        return self.device_memory().for_footprint(need)
+        count = self._count(job)
+        return self.device_memory().for_footprint(count["need_bytes"]) if count else None
+
+    def _count(self, job: dict) -> dict[str, int] | None:
+        """The reference job's count on the meta device (`need_bytes`, `output_bytes`,
+        `input_bytes`), counted once per task, or None if it cannot be counted."""
+        key = str(job["judge_key"])
+        if key not in self._counts:
+            res = self._run({**job, "kind": Job.footprint}, FOOTPRINT_TIMEOUT_S, reserve=0)
+            found = res.first(Kind.footprint)
+            head = found[0] if found else {}
+            fields = {k: head.get(k) for k in ("need_bytes", "output_bytes", "input_bytes")}
+            valid = all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in fields.values())
+            self._counts[key] = fields if valid and fields["need_bytes"] else None  # type: ignore[assignment]
+        return self._counts[key]
 
     def _crowded_out(self, res: WorkerResult) -> bool:
         """Whether a job ran out of device memory on a device it shared with other jobs: it says
@@ -333,16 +363,23 @@ class Evaluator:
         if self.is_gpu:
             try:
                 stats = self.judge.stats()
+                self._judge_budget = int(stats["budget_bytes"])
+                rings = Geometry.for_device(self.device).nbytes if self.output_ring else 0
                 capacity = int(stats["device_total_bytes"]) - int(stats["budget_bytes"]) \
-                    - self.max_parallel * CONTEXT_BYTES
+                    - self.max_parallel * (CONTEXT_BYTES + rings)
             except (JudgeError, KeyError, TypeError, ValueError) as exc:
                 log.warning("device memory admission is off: %s", exc)
         return capacity if capacity and capacity > 0 else None
 
     def _reservation(self, job: dict) -> int:
-        candidate = bool(job.get("candidate_source") or job.get("compile"))
-        return self.device_memory().estimate(self._peaks.get(str(job.get("judge_key"))), candidate,
-                                             timing=job["kind"] == Job.timing)
+        key = str(job.get("judge_key"))
+        count = self._counts.get(key)
+        if job["kind"] == Job.reference and key not in self._peaks and count:
+            return self.device_memory().for_footprint(count["need_bytes"])  # counted before it first ran
+        # torch.compile's baseline is the reference's own computation, fused: it is reserved for as
+        # the reference's timing is (were it to take more, it runs again alone, as any job does).
+        candidate = bool(job.get("candidate_source"))
+        return self.device_memory().estimate(self._peaks.get(key), candidate, timing=job["kind"] == Job.timing)
 
     def _trace(self, job: dict, **phases: float) -> None:
         if self.trace is not None:
@@ -390,11 +427,12 @@ class Evaluator:
         wake = threading.Event()
         t0 = time.monotonic()
         judge_stop = self.judge.stop_for_measurement()
-        with self._slots, self.device_memory().reserve(ALONE if alone else self._reservation(reserve_as or job)):
+        with self._slots, self.device_memory().reserve(ALONE if alone else self._reservation(reserve_as or job)), \
+                self._ring(job) as ring:
             with self.gpu_shared():
                 t1 = time.monotonic()
                 submitted = self.pool.submit(job, timeout_s, on_ready=wake.set, on_message=on_message,
-                                             sink=self._sink(job, before_timing=judge_stop.resume))
+                                             sink=self._sink(job, before_timing=judge_stop.resume), ring=ring)
                 submitted.future.add_done_callback(lambda _f: wake.set())
                 early = self.pool.wait(submitted, until=wake)
             t2 = time.monotonic()
@@ -438,6 +476,9 @@ class Evaluator:
         with self._ref_guard:
             lock = self._ref_locks.setdefault(key, threading.Lock())
         with lock:
+            # A judge found gone is started again first: its new generation tells that the
+            # references it held are gone with it.
+            self.judge.launch()
             with self._ref_guard:
                 cached = self._ref_cache.get(key)
                 if cached is not None and not remeasure and cached.judge_generation == self.judge.generation:
@@ -478,8 +519,9 @@ class Evaluator:
             f"the task does not fit this device: its reference ran out of memory {where}: {error.message}")[:600])
 
     def _run_reference(self, task: Task, protocol: EvalProtocol, key: str) -> Reference:
-        """The reference job, run again while the judge has no room beside the references of
-        tasks in use. Turned away, it queues behind references turned away before it; first in
+        """The reference job (a large one while no other runs, see `_is_large`), run again while the
+        judge has no room beside the references of tasks in use. Turned away, it queues behind
+        references turned away before it; first in
         the queue, it tries again when some task's work ends and leaves the room it was missing,
         and once it has been first for JUDGE_WAIT_S it may evict references in use (their
         evaluations measure them again), so a task kept busy never starves another."""
@@ -490,6 +532,29 @@ class Evaluator:
                 self._job(Job.reference, task, protocol, check_run=self.timed, evict_in_use=evict_in_use),
                 max(protocol.timeout_s, REFERENCE_MIN_TIMEOUT_S)))
 
+        with self._large_reference if self._is_large(task, protocol, key) else nullcontext():
+            return self._reference_with_room(task, protocol, key, attempt)
+
+    def _is_large(self, task: Task, protocol: EvalProtocol, key: str) -> bool:
+        """Whether a task not yet measured on this GPU keeps so much in the judge that its
+        reference runs while no other such runs: its count on the meta device, taken first, says
+        what the judge will keep (every trial's outputs, a repeat, a check run and the inputs).
+        Several large references at once each store part of their outputs and then find no room
+        for the rest, and none finishes; one at a time, each does. The count also sets what the
+        reference job reserves of the device."""
+        if key in self._peaks or self.device_memory().capacity is None or not self._judge_budget:
+            return False
+        count = self._count(self._job(Job.reference, task, protocol))
+        if not count:
+            return False
+        keeps = (protocol.correctness_trials + 2) * count["output_bytes"] + count["input_bytes"]
+        if keeps <= LARGE_REFERENCE_SHARE * self._judge_budget:
+            return False
+        log.info("%s keeps %.1f GB in the judge: its reference runs while no other such runs", task.name, keeps / 1e9)
+        return True
+
+    def _reference_with_room(self, task: Task, protocol: EvalProtocol, key: str,
+                             attempt: Callable[[bool], Reference]) -> Reference:
         ref = attempt(False)
         if not ref.judge_busy:
             return ref

@@ -46,6 +46,9 @@ def end_reason(res: WorkerResult) -> str:
 def worker_failure(res: WorkerResult, subject: str) -> ErrorInfo | None:
     if res.infra:
         return ErrorInfo(error_class="InfraError", message=res.infra)
+    if res.decode_error:  # the task's own process wrote what the harness does not
+        return ErrorInfo(error_class="ReportError", message=f"the {subject}'s result channel carried data the "
+                         f"harness did not write ({res.decode_error})"[:600])
     if res.timed_out:
         return ErrorInfo(error_class="Timeout", message=f"the {subject} exceeded its time limit")
     infra = res.first(Kind.infra)

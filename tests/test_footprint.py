@@ -124,3 +124,48 @@ def test_a_reference_whose_footprint_is_no_more_than_it_had_reserved_runs_again_
     assert not ev.validate_task(Task(name="small_oom", source=source)).ok
     # its neighbours, not its size, took the memory: a larger reservation would not help
     assert [t["alone"] for t in ev.trace if t["kind"] == "reference"] == [0.0, 1.0]
+
+
+LARGE = '''
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return x * SCALE
+
+
+def get_inputs():
+    return [torch.randn(1 << 16)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def test_large_references_are_counted_first_reserve_their_count_and_run_one_at_a_time(admitting_evaluator):
+    import threading
+
+    from adaexplore.evaluator.task import Task, check_task_source
+
+    ev = admitting_evaluator
+    ev._judge_budget = 1 << 20  # each task keeps 7 outputs and its inputs of 256 KiB: large beside 1 MiB
+    tasks = []
+    for scale in (2, 3, 4):
+        source = LARGE.replace("SCALE", str(scale))
+        check_task_source(source)
+        tasks.append(Task(name=f"large_{scale}", source=source))
+    results: list = []
+    threads = [threading.Thread(target=lambda t=t: results.append(ev.validate_task(t))) for t in tasks]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(results) == 3 and all(r.ok for r in results)
+    refs = sorted((t["at"] - t["run_s"], t["at"], t["reserved_bytes"]) for t in ev.trace if t["kind"] == "reference")
+    assert len(refs) == 3 and [t["kind"] for t in ev.trace].count("footprint") == 3
+    assert all(later[0] >= earlier[1] - 0.05 for earlier, later in zip(refs, refs[1:]))  # never two at once
+    # each reserved what its count says from its first run (its inputs, their snapshot, two outputs)
+    assert {r[2] for r in refs} == {ev._memory.for_footprint(4 * (1 << 18))}

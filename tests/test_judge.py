@@ -323,6 +323,14 @@ def test_the_timing_of_a_task_reserves_more_than_its_reference_and_a_candidate_m
     assert peak < ref < timing < memory.estimate(peak, candidate=True, timing=True)
 
 
+def test_the_torch_compile_baseline_reserves_what_the_references_own_timing_does(admitting_evaluator):
+    ev = admitting_evaluator
+    ev._peaks["k"] = 2 << 30
+    eager = ev._reservation({"kind": "timing", "judge_key": "k"})
+    assert ev._reservation({"kind": "timing", "judge_key": "k", "compile": True}) == eager
+    assert ev._reservation({"kind": "timing", "judge_key": "k", "candidate_source": "..."}) > eager
+
+
 def test_registering_a_task_too_large_for_the_device_says_so_and_does_not_call_the_task_broken(tmp_path):
     from adaexplore.server.app import build_server
     from adaexplore.server.config import ServerConfig
@@ -452,7 +460,7 @@ def test_a_job_whose_outputs_the_judge_had_no_device_memory_for_runs_again_alone
                WorkerResult(0, None, False, 0.1, "", messages=[({"kind": "done"}, [])])]
     dropped: list[str] = []
     uncounted = WorkerResult(0, None, False, 0.1, "", messages=[({"kind": "done"}, [])])  # no footprint
-    monkeypatch.setattr(ev.pool, "run", lambda job, timeout_s, sink=None:
+    monkeypatch.setattr(ev.pool, "run", lambda job, timeout_s, sink=None, ring=None:
                         uncounted if job["kind"] == "footprint" else results.pop(0))
     monkeypatch.setattr(ev.judge, "drop", dropped.append)
     res = ev._run({"kind": "reference", "judge_key": "k1", "protocol": {}}, 10.0)

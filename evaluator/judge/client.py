@@ -20,17 +20,19 @@ import sys
 import threading
 import time
 from contextlib import contextmanager
-from typing import Iterator
+from typing import Callable, Iterator
 
 from ...common.vocab import JudgeOp
 from ..sandbox import wire
 from ..sandbox.frames import Discard
 from ..sandbox.procs import until_stopped
+from ..sandbox.ring import Geometry
 
 log = logging.getLogger("adaexplore.evaluator")
 
 CHUNK_BYTES = 8 << 20
 REPLY_TIMEOUT_S = 600.0
+RING_OPEN_TIMEOUT_S = 60.0
 STOP_CONFIRM_S = 1.0
 
 
@@ -52,6 +54,11 @@ class Receiver:
             piece = view[start:start + CHUNK_BYTES]
             self.client.send({"op": JudgeOp.chunk, "req": self.req, "index": index, "offset": offset + start}, [piece])
         self.client.relayed(len(view), time.perf_counter() - t0)
+
+    def piece(self, ring: str, index: int, offset: int, n: int, slot: int) -> None:
+        """The next `n` bytes of output `index` lie in `slot` of `ring`: the judge takes them from there."""
+        self.client.send({"op": JudgeOp.piece, "req": self.req, "ring": ring, "index": index, "offset": offset,
+                          "n": n, "slot": slot})
 
     def forward(self, index: int, offset: int, fd: int, n: int) -> None:
         """Pass the next `n` bytes of `fd` (there to be read) on as the piece at `offset`."""
@@ -85,6 +92,11 @@ class JudgeClient:
         self._ready = threading.Event()
         self.relay = {"bytes": 0, "seconds": 0.0}  # outputs relayed to the judge, and the time it took
         self._relay_lock = threading.Lock()
+        self._fd_channel: socket.socket | None = None  # the judge hands rings' descriptors over here
+        self._ring_lock = threading.Lock()
+        self._leases: set[RingLease] = set()  # rings open now
+        self._leases_lock = threading.Lock()
+        self.ring_note: str | None = None  # why jobs stream instead of using rings, once a ring was refused
 
     # --- lifecycle ------------------------------------------------------------------------
     def _ensure(self) -> None:
@@ -105,13 +117,19 @@ class JudgeClient:
             if self.visible_devices is not None:
                 env["CUDA_VISIBLE_DEVICES"] = self.visible_devices
             ours, theirs = socket.socketpair()
+            fds_ours, fds_theirs = socket.socketpair()
             self._ready.clear()
             self._proc = subprocess.Popen(
                 [sys.executable, "-m", "adaexplore.evaluator.judge.process", str(theirs.fileno()), self.device,
-                 str(self.budget_bytes), str(self.host_budget_bytes)], pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, env=env,
+                 str(self.budget_bytes), str(self.host_budget_bytes), str(fds_theirs.fileno())],
+                pass_fds=(theirs.fileno(), fds_theirs.fileno()), stdin=subprocess.DEVNULL, env=env,
                 cwd=self.work_dir, start_new_session=True)
             theirs.close()
+            fds_theirs.close()
             self._sock = ours
+            old, self._fd_channel = self._fd_channel, fds_ours
+            if old is not None:
+                old.close()
             self.generation += 1
             threading.Thread(target=self._read_loop, args=(self._proc, ours), daemon=True,
                              name="adaexplore-judge-reader").start()
@@ -162,6 +180,10 @@ class JudgeClient:
                 self._fail_waiting("the judge process ended")
 
     def _fail_waiting(self, reason: str) -> None:
+        with self._leases_lock:  # jobs whose ring was this judge's cannot finish: they are told at once
+            leases, self._leases = self._leases, set()
+        for lease in leases:
+            lease.judge_ended()
         waiting, self._waiting = self._waiting, {}
         for event, box in waiting.values():
             box.append({"error": reason, "ours": True})
@@ -245,6 +267,32 @@ class JudgeClient:
             self.send(begin)
         return Receiver(self, req, {"tolerance": tolerance or {}, "trial": trial})
 
+    def open_ring(self) -> "RingLease | None":
+        """A ring for one job's outputs (see `sandbox.ring`), or None where the judge makes none
+        (the job's outputs then stream through its pipe, as they always may)."""
+        with self._ring_lock:
+            try:
+                self._ensure()
+                generation, channel = self.generation, self._fd_channel
+                req = self.new_id()
+                answer = self.request({"op": JudgeOp.ring_open}, req=req, timeout=RING_OPEN_TIMEOUT_S)
+                if "ring" not in answer or channel is None:
+                    self._note_no_ring(str(answer.get("error", "no ring")))
+                    return None
+                fds = _receive_fds(channel, req, 2)
+            except (JudgeError, OSError, ValueError) as exc:
+                self._note_no_ring(str(exc))
+                return None
+            lease = RingLease(self, str(answer["ring"]), Geometry.from_job(answer["geometry"]), fds, generation)
+            with self._leases_lock:
+                self._leases.add(lease)
+            return lease
+
+    def _note_no_ring(self, why: str) -> None:
+        if self.ring_note is None:
+            log.warning("the judge made no ring for a job's outputs; they stream through its pipe: %s", why)
+        self.ring_note = why[:300]
+
     def flags(self, key: str, tolerance: dict) -> list[dict]:
         answer = self.request({"op": JudgeOp.flags, "key": key, "tolerance": tolerance})
         if "error" in answer:
@@ -260,6 +308,75 @@ class JudgeClient:
     def room_beside(self, in_use: list[str]) -> int:
         """Bytes a new reference could have in the judge beside the references of `in_use`."""
         return int(self.request({"op": JudgeOp.stats, "in_use": in_use}).get("room_bytes", 0))
+
+
+class RingLease:
+    """A job's ring, made by the judge: the descriptors its process gets (memory, credit pipe),
+    and where the pieces it announces go. Closed once the job has ended."""
+
+    def __init__(self, client: JudgeClient, ring_id: str, geometry: Geometry, fds: list[int], generation: int) -> None:
+        self.client, self.ring_id, self.geometry = client, ring_id, geometry
+        self.slot_bytes, self.slots = geometry.slot_bytes, geometry.slots
+        self._fds, self._generation = fds, generation
+        self._on_lost: list[Callable[[], None]] = []
+        self._ended = False
+        self._lock = threading.Lock()
+
+    def when_lost(self, callback: Callable[[], None]) -> None:
+        """Call `callback` once the judge that made this ring ends (at once if it has)."""
+        with self._lock:
+            if not self._ended:
+                self._on_lost.append(callback)
+                return
+        callback()
+
+    def judge_ended(self) -> None:
+        with self._lock:
+            self._ended = True
+            callbacks, self._on_lost = self._on_lost, []
+        for callback in callbacks:
+            callback()
+
+    def fds(self) -> list[int]:
+        return list(self._fds)
+
+    def piece(self, receiver, index: int, offset: int, n: int, slot: int) -> None:
+        if hasattr(receiver, "piece"):
+            receiver.piece(self.ring_id, index, offset, n, slot)
+        else:  # bytes nobody takes: the judge only hands the slot back, in turn with the others
+            self.client.send({"op": JudgeOp.piece, "ring": self.ring_id, "slot": slot})
+
+    def lost(self) -> str | None:
+        """Why the job's outputs could not all arrive: the judge that made the ring is gone."""
+        client = self.client
+        if self._ended or client.generation != self._generation or not client._ready.is_set():
+            return "the judge ended while the job's outputs were on their way to it"
+        return None
+
+    def close(self) -> None:
+        with self.client._leases_lock:
+            self.client._leases.discard(self)
+        fds, self._fds = self._fds, []
+        for fd in fds:
+            os.close(fd)
+        if fds and self.lost() is None:
+            try:
+                self.client.send({"op": JudgeOp.ring_close, "ring": self.ring_id})
+            except JudgeError:
+                pass
+
+
+def _receive_fds(channel: socket.socket, tag: str, count: int) -> list[int]:
+    """The descriptors the judge sent for request `tag` (others, left by a request that gave up, are closed)."""
+    channel.settimeout(RING_OPEN_TIMEOUT_S)
+    while True:
+        data, fds, _flags, _addr = socket.recv_fds(channel, 256, count)
+        if not data:
+            raise OSError("the judge's fd channel closed")
+        if data.decode(errors="replace") == tag and len(fds) == count:
+            return fds
+        for fd in fds:
+            os.close(fd)
 
 
 class JudgeStop:

@@ -1,6 +1,6 @@
 """The judge process: receives streamed outputs, stores references, compares candidates.
 
-Run as `python -m adaexplore.evaluator.judge.process FD DEVICE BUDGET_BYTES [HOST_BUDGET_BYTES]` by the evaluator
+Run as `python -m adaexplore.evaluator.judge.process FD DEVICE BUDGET_BYTES [HOST_BUDGET_BYTES [FD_CHANNEL]]` by the evaluator
 (`client.py`), which relays every worker's output bytes here. The evaluator is the only peer:
 candidate code never runs here and never reaches this process (workers sit in their own PID and
 network namespaces). Still, every size and index in a message is checked before use, since the
@@ -17,6 +17,12 @@ Messages (framed by `sandbox.wire`), all with a request id `req`:
 - end: the frame is complete; the answer is {stored} or {verdict};
 - flags {key, tolerance}: the task flags that need the reference's outputs (degenerate task,
   random forward), answered with {flags}; the inputs kept for them are then released;
+- ring_open: a ring for one job (`sandbox.ring`), answered {ring, geometry}; its memory and the
+  read end of its credit pipe travel on the fd channel (a second socket), tagged with the request;
+- piece {ring, slot, req?, index, offset, n}: the next piece of the outputs of `req` lies in that
+  slot: taken like a chunk, straight from the slot (no req: nobody takes it); either way the slot
+  is handed back to the job after, by a byte on its credit pipe;
+- ring_close {ring}: the job has ended; its ring is freed;
 - drop {key}; stats: {stats} (budget, use, bytes received, seconds spent waiting, copying,
   comparing and flagging).
 Errors that are ours (a budget, memory) answer {error, ours}.
@@ -24,7 +30,9 @@ Errors that are ours (a budget, memory) answer {error, ours}.
 
 from __future__ import annotations
 
+import itertools
 import math
+import os
 import socket
 import sys
 import time
@@ -33,9 +41,10 @@ from dataclasses import dataclass, field
 import torch
 
 from ...common.vocab import JudgeOp
-from ..compare import OutputCheck, compare_kinds
+from ..compare import OutputCheck, compare_kinds, pieces
 from ..reference import Reference
 from ..results import Tolerance
+from ..sandbox import ring as rings
 from ..sandbox import wire
 from ..sandbox.procs import physical_memory
 from ..verdict import degenerate_flags
@@ -43,6 +52,28 @@ from .store import BudgetBusy, BudgetExceeded, OutputStore
 
 # A comparison holds at most this many of a candidate's output bytes on the device at once.
 STAGE_BYTES = 64 << 20
+MAX_RINGS = 64  # open rings at once (one per job in flight; the evaluator streams beyond that)
+
+
+@dataclass
+class OpenRing:
+    """A job's ring here: its memory, shape and the write end of the job's credit pipe."""
+
+    memory: rings.Memory
+    geometry: rings.Geometry
+    credit: int
+
+    def hand_back(self) -> None:
+        """One slot back to the job. A job that does not read its credits only stops itself:
+        the write never blocks, and a job that has ended is no error."""
+        try:
+            os.write(self.credit, b"c")
+        except OSError:  # full (it reads none) or closed (it ended)
+            pass
+
+    def close(self) -> None:
+        os.close(self.credit)
+        self.memory.close()
 
 
 @dataclass
@@ -62,7 +93,8 @@ class Pending:
 
 
 class Judge:
-    def __init__(self, device: str, budget_bytes: int, sock: socket.socket, host_budget_bytes: int = -1) -> None:
+    def __init__(self, device: str, budget_bytes: int, sock: socket.socket, host_budget_bytes: int = -1,
+                 fd_channel: socket.socket | None = None) -> None:
         self.device = torch.device(device)
         if self.device.type == "cuda":
             if self.device.index is None:  # "cuda" names the current device; set_device needs its index
@@ -73,10 +105,14 @@ class Judge:
         self.store = OutputStore(budget_bytes if budget_bytes > 0 else default_budget(self.device), self.device,
                                  host_budget_bytes)
         self.sock = sock
+        self.fd_channel = fd_channel
+        self.rings: dict[str, OpenRing] = {}
+        self._ring_ids = itertools.count(1)
         self.pending: dict[str, Pending] = {}
         # Where this process's time goes (for `stats`): waiting for bytes, copying them in, comparing.
         self.seconds = {"wait": 0.0, "copy": 0.0, "compare": 0.0, "flags": 0.0}
         self.bytes_in = 0
+        self.ring_bytes_in = 0  # of which through rings
 
     def give_back(self) -> None:
         """Return freed device memory to the device: the jobs beside the judge are admitted by
@@ -99,6 +135,14 @@ class Judge:
                         self.pending.pop(req, None)
             elif op == JudgeOp.chunk:
                 self.chunk(req, head, blobs)
+            elif op == JudgeOp.piece:
+                self.piece(head)
+            elif op == JudgeOp.ring_open:
+                self.reply({"req": req, **self.ring_open(req)})
+            elif op == JudgeOp.ring_close:
+                ring = self.rings.pop(str(head.get("ring")), None)
+                if ring is not None:
+                    ring.close()
             elif op == JudgeOp.end:
                 self.reply({"req": req, **self.end(req, head)})
             elif op == JudgeOp.abort:
@@ -176,6 +220,72 @@ class Judge:
         self.seconds["copy"] += time.perf_counter() - t0
         self.bytes_in += data.numel()
 
+    def ring_open(self, req: str) -> dict:
+        """A ring for one job; its descriptors go on the fd channel before the answer."""
+        if self.fd_channel is None or len(self.rings) >= MAX_RINGS:
+            return {"error": "no ring: " + ("no fd channel" if self.fd_channel is None else "too many open"),
+                    "ours": True}
+        geometry = rings.Geometry.for_device(str(self.device))
+        memory = rings.make(geometry)
+        geometry = rings.Geometry(geometry.slot_bytes, geometry.slots, memory.tensor.numel(), geometry.device)
+        credit_r, credit_w = os.pipe()
+        os.set_blocking(credit_w, False)
+        ring_id = f"g{next(self._ring_ids)}"
+        try:
+            assert memory.fd is not None  # made here, so exportable
+            socket.send_fds(self.fd_channel, [req.encode()], [memory.fd, credit_r])
+        except OSError as exc:
+            os.close(credit_w)
+            memory.close()
+            return {"error": f"cannot hand a ring over: {exc}", "ours": True}
+        finally:
+            os.close(credit_r)
+        os.close(memory.fd)  # the job's process maps it through the copy sent
+        memory.fd = None
+        self.rings[ring_id] = OpenRing(memory, geometry, credit_w)
+        return {"ring": ring_id, "geometry": geometry.to_job()}
+
+    def piece(self, head: dict) -> None:
+        """Take one piece from a ring slot for the transfer it belongs to (if any), then hand the
+        slot back, whatever happened."""
+        ring = self.rings.get(str(head.get("ring")))
+        if ring is None:
+            return
+        try:
+            req = head.get("req")
+            pending = self.pending.get(str(req)) if req is not None else None
+            if pending is not None and pending.failure is None:
+                self._take_piece(pending, ring, head)
+        finally:
+            ring.hand_back()
+
+    def _take_piece(self, pending: Pending, ring: OpenRing, head: dict) -> None:
+        index, offset, n, slot = (int(head[k]) for k in ("index", "offset", "n", "slot"))
+        g = ring.geometry
+        if not 0 <= index < len(pending.sizes) or offset != pending.received[index] or not 0 < n <= g.slot_bytes \
+                or offset + n > pending.sizes[index] or not 0 <= slot < g.slots or pending.staged:
+            raise ValueError("a piece out of order or outside its output or its ring")
+        t0 = time.perf_counter()
+        source = ring.memory.slot(g, slot, n)
+        if pending.check is None:
+            target = pending.tensors[index].view(-1).view(torch.uint8)
+            target[offset:offset + n].copy_(source)
+        else:
+            dtype = pending.dtypes[index]
+            if offset % dtype.itemsize or n % dtype.itemsize:
+                raise ValueError("a piece that splits an element")
+            first = offset // dtype.itemsize
+            t1 = time.perf_counter()
+            for start, part in pieces(source.view(dtype)):
+                pending.check.feed(index, first + start, part)
+            self.seconds["compare"] += time.perf_counter() - t1
+        if source.device.type == "cuda":  # the slot is read before it is handed back
+            torch.cuda.current_stream(source.device).synchronize()
+        pending.received[index] += n
+        self.seconds["copy"] += time.perf_counter() - t0
+        self.bytes_in += n
+        self.ring_bytes_in += n
+
     def _stage(self, pending: Pending, index: int, data: torch.Tensor) -> None:
         """Copy a comparison's bytes into its stage, comparing each full stage (and an output's
         last bytes): the stage's size is a multiple of every element size."""
@@ -240,7 +350,8 @@ class Judge:
         out = {"used_bytes": self.store.used_on("device"), "budget_bytes": self.store.budget_bytes,
                "host_used_bytes": self.store.used_on("host"), "host_budget_bytes": self.store.host_budget_bytes,
                "entries": len(self.store.keys()), "keys": self.store.keys(), "device": str(self.device),
-               "bytes_in": self.bytes_in, "seconds": {k: round(v, 3) for k, v in self.seconds.items()}}
+               "bytes_in": self.bytes_in, "ring_bytes_in": self.ring_bytes_in, "rings_open": len(self.rings),
+               "seconds": {k: round(v, 3) for k, v in self.seconds.items()}}
         if self.device.type == "cuda":
             out["device_allocated_bytes"] = torch.cuda.memory_allocated(self.device)
             out["device_total_bytes"] = torch.cuda.get_device_properties(self.device).total_memory
@@ -289,7 +400,8 @@ def _verdict_dict(verdict) -> dict:
 
 def main() -> None:
     sock = socket.socket(fileno=int(sys.argv[1]))
-    judge = Judge(sys.argv[2], int(sys.argv[3]), sock, int(sys.argv[4]) if len(sys.argv) > 4 else -1)
+    fd_channel = socket.socket(fileno=int(sys.argv[5])) if len(sys.argv) > 5 else None
+    judge = Judge(sys.argv[2], int(sys.argv[3]), sock, int(sys.argv[4]) if len(sys.argv) > 4 else -1, fd_channel)
     judge.reply({"ready": True})
     messages = wire.receive_messages(sock)  # each message is handled before the next is read
     while True:

@@ -16,6 +16,7 @@ from typing import Callable, Protocol
 
 import orjson
 
+from ...common.vocab import Kind
 from . import wire
 
 _LEN = struct.Struct("<Q")
@@ -41,14 +42,26 @@ class Forwarder(Receiver, Protocol):
 Sink = Callable[[dict, list], "Receiver | None"]
 
 
+class RingPieces(Protocol):
+    """The evaluator's end of a job's ring (see `sandbox.ring`): its shape, and where an announced
+    piece goes (to the receiver that takes it, or, for one nobody takes, only back to the worker)."""
+
+    slot_bytes: int
+    slots: int
+
+    def piece(self, receiver: Receiver, index: int, offset: int, n: int, slot: int) -> None: ...
+
+
 class Overflow(Exception):
     """More buffered bytes than allowed."""
 
 
 class FrameReader:
     def __init__(self, nonce: str | None, sink: Sink | None = None, max_buffered: int = 1 << 32,
-                 on_message: Callable[[dict, list], None] | None = None) -> None:
+                 on_message: Callable[[dict, list], None] | None = None, ring: RingPieces | None = None) -> None:
         self.nonce, self.sink, self.max_buffered = nonce, sink, max_buffered
+        self.ring = ring
+        self._ring_frame: dict | None = None  # a frame whose tensors come through the ring, piece by piece
         self.on_message = on_message  # told of each message as it completes (a job's results so far)
         self.messages: list[tuple[dict, list]] = []
         self.error: str | None = None
@@ -96,7 +109,8 @@ class FrameReader:
 
     def finish(self) -> tuple[list[tuple[dict, list]], str | None, bool]:
         """The messages, why reading stopped (None if it did not), whether a frame was cut off."""
-        truncated = not self.stopped and (self._frame is not None or len(self._pending) > 0)
+        truncated = not self.stopped and (self._frame is not None or self._ring_frame is not None
+                                          or len(self._pending) > 0)
         if truncated:
             self._abort()
         return self.messages, self.error, truncated
@@ -160,6 +174,16 @@ class FrameReader:
         if not 0 <= tail < wire.ALIGN:
             raise wire.WireError("frame length does not match its blobs")
         metas = wire.check_frame(head, sizes, self.nonce)
+        if head.get("kind") == Kind.piece or self._ring_frame is not None or "ring" in head:
+            if sizes or tail:
+                raise wire.WireError("a ring frame or piece that carries bytes on the pipe")
+            if head.get("kind") == Kind.piece:
+                self._piece(head)
+            elif self._ring_frame is not None:
+                raise wire.WireError("a frame inside a ring frame's pieces")
+            else:
+                self._start_ring_frame(head)
+            return
         self._receiver = self.sink(head, metas) if (self.sink is not None and sizes) else None
         if self._receiver is None:
             self._buffered += sum(sizes)
@@ -168,6 +192,60 @@ class FrameReader:
         self._frame = {"head": head, "metas": metas, "sizes": sizes, "blob": 0, "offset": 0, "tail": tail,
                        "data": [bytearray() for _ in sizes]}
         self._advance()
+
+    def _start_ring_frame(self, head: dict) -> None:
+        """A frame whose tensors' descriptions came under "ring": their bytes follow as pieces."""
+        metas = head.get("ring")
+        if self.ring is None or self.sink is None:
+            raise wire.WireError("a ring frame from a job that has no ring")
+        if not isinstance(metas, list):
+            raise wire.WireError("bad ring frame")
+        sizes = [wire.checked_nbytes(m) for m in metas]
+        head = {k: v for k, v in head.items() if k != "ring"}
+        head["tensors"] = metas  # read on as any frame's would be
+        receiver = self.sink(head, metas)
+        if receiver is None:
+            raise wire.WireError("a ring frame of a kind whose tensors must come on the pipe")
+        self._ring_frame = {"head": head, "sizes": sizes, "index": 0, "offset": 0,
+                            "itemsizes": [wire.ITEMSIZE[m["dtype"]] for m in metas]}
+        self._receiver = receiver
+        self._ring_advance()
+
+    def _piece(self, head: dict) -> None:
+        """The next piece of the ring frame being read: it must be exactly the bytes that come
+        next, within a slot; the receiver takes it from there."""
+        frame, ring, receiver = self._ring_frame, self.ring, self._receiver
+        if frame is None or ring is None or receiver is None:
+            raise wire.WireError("a piece outside a ring frame")
+        if head.get("abort") is True:  # the worker failed mid-frame: its error report comes next
+            self._abort()
+            return
+        values = [head.get(k) for k in ("index", "offset", "n", "slot")]
+        if not all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+            raise wire.WireError("bad piece")
+        index, offset, n, slot = (int(v) for v in values)  # type: ignore[arg-type]  # ints, checked above
+        if index != frame["index"] or offset != frame["offset"] or not 0 < n <= ring.slot_bytes \
+                or offset + n > frame["sizes"][index] or not 0 <= slot < ring.slots \
+                or n % frame["itemsizes"][index]:
+            raise wire.WireError("a piece out of order, outside its output or its ring, or splitting an element")
+        ring.piece(receiver, index, offset, n, slot)
+        frame["offset"] += n
+        self._ring_advance()
+
+    def _ring_advance(self) -> None:
+        frame = self._ring_frame
+        assert frame is not None  # called while a ring frame is being read
+        sizes = frame["sizes"]
+        while frame["index"] < len(sizes) and frame["offset"] == sizes[frame["index"]]:
+            frame["index"] += 1
+            frame["offset"] = 0
+        if frame["index"] == len(sizes):
+            self._ring_frame = None
+            receiver, self._receiver = self._receiver, None
+            assert receiver is not None  # set with the ring frame
+            self.messages.append((frame["head"], [receiver.close()]))
+            if self.on_message is not None:
+                self.on_message(*self.messages[-1])
 
     def _advance(self) -> None:
         """Step over empty tensors; complete the frame once its data and padding are read."""
@@ -195,6 +273,7 @@ class FrameReader:
             self._receiver.abort()
             self._receiver = None
         self._frame = None
+        self._ring_frame = None
 
     def _fail(self, reason: str) -> None:
         self.error = reason

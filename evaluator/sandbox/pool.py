@@ -26,11 +26,12 @@ import time
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Protocol
 
 from ...common.vocab import Op, Phase, Reply
 from . import wire
-from .frames import FrameReader, Sink
+from .frames import FrameReader, RingPieces, Sink
+from .ring import Geometry
 
 log = logging.getLogger("adaexplore.evaluator")
 
@@ -105,6 +106,19 @@ def decode_messages(payload, nonce: str | None = None) -> tuple[list[tuple[dict,
     return out, None, truncated
 
 
+class RingLease(RingPieces, Protocol):
+    """A job's ring as the pool sees it: its shape, the descriptors the job's process gets
+    (memory, credit pipe), and where announced pieces go (see `sandbox.ring`)."""
+
+    geometry: Geometry
+
+    def fds(self) -> list[int]: ...
+
+    def lost(self) -> str | None: ...
+
+    def when_lost(self, callback: Callable[[], None]) -> None: ...
+
+
 @dataclass
 class Submitted:
     """A job handed to the pool: its id (for `open_gate`) and the future of its result."""
@@ -118,10 +132,11 @@ class _Running:
 
     def __init__(self, job_id: str, nonce: str, future: Future, read_fd: int,
                  on_ready: Callable[[], None] | None, sink: Sink | None = None,
-                 on_message: Callable[[dict, list], None] | None = None) -> None:
+                 on_message: Callable[[dict, list], None] | None = None, ring: RingLease | None = None) -> None:
         self.job_id, self.nonce, self.future, self.read_fd = job_id, nonce, future, read_fd
-        self.on_ready, self.sink, self.on_message = on_ready, sink, on_message
+        self.on_ready, self.sink, self.on_message, self.ring = on_ready, sink, on_message, ring
         self.overflow = False
+        self.stopped = False  # killed because its results stopped being read
         self.infra: str | None = None
         self.end: dict | None = None  # the warm parent's report of how the process ended
         self.ended_at: float | None = None
@@ -247,14 +262,16 @@ class WorkerPool:
 
     # --- jobs -----------------------------------------------------------------------
     def submit(self, job: dict, timeout_s: float, on_ready: Callable[[], None] | None = None,
-               sink: Sink | None = None, on_message: Callable[[dict, list], None] | None = None) -> Submitted:
+               sink: Sink | None = None, on_message: Callable[[dict, list], None] | None = None,
+               ring: RingLease | None = None) -> Submitted:
         """Run `job` in a fresh child; the future resolves to a WorkerResult (never raises).
 
         With `on_ready` the job is gated: the child prepares, then waits until `open_gate`;
         `on_ready` is called (on a pool thread) once it waits. Its deadline restarts at the gate.
         With `sink`, the tensors of each frame it accepts stream to a receiver (see `frames`).
         `on_message` is told of each message as it is read (on the job's reader thread): the
-        results of a job still running.
+        results of a job still running. With `ring` (and a sink), the job's outputs travel through
+        that ring instead of the pipe (see `ring`): its memory and credit pipe go to the process.
         """
         fut: Future = Future()
         job_id = f"j{next(self._ids)}"
@@ -267,17 +284,21 @@ class WorkerPool:
         # Bytes (a candidate's compiled kernels) travel as blobs beside the JSON header.
         blob_keys = [k for k, v in job.items() if isinstance(v, (bytes, bytearray))]
         plain = {k: v for k, v in job.items() if k not in blob_keys}
+        ring = ring if sink is not None else None
+        extra = ring.fds() if ring is not None else []
         frame = wire.pack({"op": Op.run, "job_id": job_id, "timeout_s": timeout_s, "blob_keys": blob_keys,
-                           "job": {**plain, "work_dir": self.work_dir, "nonce": nonce,
-                                   "gated": on_ready is not None}}, [job[k] for k in blob_keys])
+                           "fds": 1 + len(extra),
+                           "job": {**plain, "work_dir": self.work_dir, "nonce": nonce, "gated": on_ready is not None,
+                                   "ring": ring.geometry.to_job() if ring is not None else None}},
+                          [job[k] for k in blob_keys])
         r, w = os.pipe()
         _widen(r)
-        running = _Running(job_id, nonce, fut, r, on_ready, sink, on_message)
+        running = _Running(job_id, nonce, fut, r, on_ready, sink, on_message, ring)
         with self._lock:
             self._jobs[job_id] = running
             try:
                 # None once closed: the AttributeError is caught
-                sent = socket.send_fds(self._sock, [frame], [w])  # type: ignore[arg-type]
+                sent = socket.send_fds(self._sock, [frame], [w, *extra])  # type: ignore[arg-type]
                 if sent < len(frame):
                     # None once closed: the AttributeError is caught
                     self._sock.sendall(frame[sent:])  # type: ignore[union-attr]
@@ -289,6 +310,8 @@ class WorkerPool:
             finally:
                 os.close(w)
         threading.Thread(target=self._collect, args=(running,), daemon=True, name=f"adaexplore-{job_id}").start()
+        if ring is not None:  # its outputs can no longer arrive: it ends now rather than at its deadline
+            ring.when_lost(lambda: self.stop(job_id, "the judge that took its outputs ended"))
         return Submitted(job_id, fut)
 
     def open_gate(self, job_id: str) -> None:
@@ -314,9 +337,9 @@ class WorkerPool:
         """Let the jobs stopped by `pause` run on."""
         self._send({"op": Op.resume})
 
-    def run(self, job: dict, timeout_s: float, sink: Sink | None = None) -> WorkerResult:
+    def run(self, job: dict, timeout_s: float, sink: Sink | None = None, ring: RingLease | None = None) -> WorkerResult:
         # a wait without `until` always returns the result
-        return self.wait(self.submit(job, timeout_s, sink=sink))  # type: ignore[return-value]
+        return self.wait(self.submit(job, timeout_s, sink=sink, ring=ring))  # type: ignore[return-value]
 
     def wait(self, submitted: Submitted, until: threading.Event | None = None) -> WorkerResult | None:
         """The job's result, or None as soon as `until` is set first. The warm parent enforces
@@ -345,7 +368,7 @@ class WorkerPool:
     def _collect(self, job: _Running) -> None:
         """Read one job's pipe to its end (frames parsed as they come, tensor bytes handed to the
         job's sink), then wait for how its process ended."""
-        reader = FrameReader(job.nonce, job.sink, self.max_result_bytes, job.on_message)
+        reader = FrameReader(job.nonce, job.sink, self.max_result_bytes, job.on_message, ring=job.ring)
         poller = select.poll()
         poller.register(job.read_fd, select.POLLIN)
         try:
@@ -376,6 +399,11 @@ class WorkerPool:
                     except Exception as exc:  # noqa: BLE001 - a sink of ours failed
                         job.infra = f"cannot pass the job's outputs on: {exc}"[:400]
                         reader.error = job.infra
+                    if reader.error is not None and job.ring is not None and not job.stopped:
+                        # Its slots will never be handed back: it would wait for them until its deadline.
+                        job.stopped = True
+                        self._send({"op": Op.kill, "job_id": job.job_id, "reason":
+                                    "its result channel stopped being read"})
                     if reader.overflow and not job.overflow:
                         job.overflow = True
                         self._send({"op": Op.kill, "job_id": job.job_id, "reason":
@@ -386,6 +414,11 @@ class WorkerPool:
         finally:
             os.close(job.read_fd)
         messages, err, truncated = reader.finish()
+        # The judge that held its ring ended while it ran: some of its outputs, or the slots it
+        # waited for, went with it (at worst a job judged in full runs once more).
+        lost = job.ring.lost() if job.ring is not None else None
+        if lost and not job.infra:
+            job.infra = lost
         job.ended.wait()
         end = job.end or {}
         if end.get("infra") or job.infra:

@@ -154,7 +154,7 @@ def receive_messages(sock):
 
 # --- tensors -------------------------------------------------------------------------
 
-def _sendable(t) -> tuple[dict, Any]:
+def sendable(t) -> tuple[dict, Any]:
     """A tensor's description and its bytes as a flat uint8 tensor where it lies (None if empty):
     detached, contiguous, of a dtype that may travel (others go as float32)."""
     import torch
@@ -170,7 +170,7 @@ def _sendable(t) -> tuple[dict, Any]:
 
 def encode_tensor(t) -> tuple[dict, bytes | memoryview]:
     """Describe a tensor and copy its bytes (moved to CPU, made contiguous)."""
-    meta, flat = _sendable(t)
+    meta, flat = sendable(t)
     # A view of the tensor's own memory (the array keeps it alive): large outputs are not copied.
     return meta, (memoryview(flat.to("cpu").numpy()) if flat is not None else b"")
 
@@ -194,7 +194,7 @@ def write_tensors(fd: int, obj: dict, tensors: list) -> None:
     """Write one message carrying tensors. A GPU tensor's bytes pass through one small pinned
     buffer, piece by piece: a gigabyte output is never copied whole into host memory, which
     (fresh pages, a pageable copy) cost more than the pipe itself."""
-    described = [_sendable(t) for t in tensors]
+    described = [sendable(t) for t in tensors]
     if described:
         obj = {**obj, "tensors": [meta for meta, _ in described]}
     flats = [flat for _, flat in described if flat is not None]

@@ -93,8 +93,14 @@ class Zygote:
             op = head.get("op")
             if op == Op.run:
                 job = {**head["job"], **{k: bytes(b) for k, b in zip(head.get("blob_keys") or [], blobs)}}
-                # Every run request was sent with its result pipe, which arrives with its first byte.
-                self._spawn(head["job_id"], job, float(head["timeout_s"]), self.fds.popleft())
+                # Every run request was sent with its result pipe (and, for a job with a ring, the
+                # ring's memory and credit pipe), which arrive with its first byte.
+                fds = [self.fds.popleft() for _ in range(max(1, int(head.get("fds") or 1)))]
+                if job.get("ring") and len(fds) == 3:
+                    job["ring"] = {**job["ring"], "fd": fds[1], "credit_fd": fds[2]}
+                else:
+                    job["ring"] = None
+                self._spawn(head["job_id"], job, float(head["timeout_s"]), fds[0], fds[1:])
             elif op == Op.go:
                 # a missing id finds no child
                 self._open_gate(self.children.get(head.get("job_id")))  # type: ignore[arg-type]
@@ -117,7 +123,7 @@ class Zygote:
         self.ctrl.sendall(wire.pack(head))
 
     # --- children -------------------------------------------------------------------
-    def _spawn(self, job_id: str, job: dict, timeout_s: float, result_fd: int) -> None:
+    def _spawn(self, job_id: str, job: dict, timeout_s: float, result_fd: int, extra_fds: list[int]) -> None:
         scratch = tempfile.mkdtemp(prefix="cand-", dir=job.get("work_dir") or None)
         job = {**job, "scratch": scratch}
         gate = gate_child = None
@@ -131,7 +137,8 @@ class Zygote:
         try:
             pid = os.fork()
         except OSError as exc:
-            os.close(result_fd)
+            for fd in (result_fd, *extra_fds):
+                os.close(fd)
             os.close(setup_r)
             os.close(setup_w)
             self.limits.remove(cgroup)
@@ -146,7 +153,8 @@ class Zygote:
                 gate.close()
             os.close(setup_r)
             self._become_worker(job, result_fd, scratch, keep=gate_child, cgroup=cgroup, setup=setup_w)
-        os.close(result_fd)
+        for fd in (result_fd, *extra_fds):
+            os.close(fd)
         os.close(setup_w)
         os.set_blocking(setup_r, False)
         pidfd = None
@@ -209,11 +217,14 @@ class Zygote:
             from .. import profile as profiling
             from ..worker import footprint, jobs
             from ..worker.harness import Reporter
+            from .ring import Geometry, RingWriter
 
             runner = {Job.reference: jobs.run_reference, Job.candidate: jobs.run_candidate,
                       Job.timing: jobs.run_timing, Job.profile: profiling.run_profile,
                       Job.footprint: footprint.run_footprint}[job["kind"]]
-            rep = Reporter(w, job.get("nonce"), gate=keep.fileno() if keep else None)
+            ring = job.get("ring")
+            writer = RingWriter(int(ring["fd"]), int(ring["credit_fd"]), Geometry.from_job(ring)) if ring else None
+            rep = Reporter(w, job.get("nonce"), gate=keep.fileno() if keep else None, ring=writer)
             rep.phases[Phase.start] = time.monotonic() - forked_at  # the sandbox, imports: before any job code
             runner(job, rep)
             code = 0

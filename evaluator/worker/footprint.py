@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import time
 import weakref
+from dataclasses import dataclass
 
 import torch
 from torch.utils import _pytree as pytree
@@ -64,9 +65,19 @@ class LiveBytes(TorchDispatchMode):
         return out
 
 
-def reference_footprint(task, protocol: EvalProtocol, budget_s: float = COUNT_BUDGET_S) -> int | None:
-    """Peak bytes of the reference job's tensors for `task` (a loaded task module), or None
-    when its code cannot run on the meta device or takes longer than `budget_s` there."""
+@dataclass(frozen=True)
+class Count:
+    """What a task's reference job takes: its tensors' peak (`need_bytes`), and the bytes of one
+    trial's outputs and of its inputs (what the judge keeps of it)."""
+
+    need_bytes: int
+    output_bytes: int
+    input_bytes: int
+
+
+def count_reference(task, protocol: EvalProtocol, budget_s: float = COUNT_BUDGET_S) -> Count | None:
+    """The reference job's count for `task` (a loaded task module), or None when its code cannot
+    run on the meta device or takes longer than `budget_s` there."""
     meta = torch.device("meta")
     try:
         with meta, torch.no_grad():
@@ -82,18 +93,30 @@ def reference_footprint(task, protocol: EvalProtocol, budget_s: float = COUNT_BU
             before = harness.snapshot_inputs(inputs)
             outputs = model(*inputs)
             again = model(*before)
+            sizes = [_nbytes(o) for o in harness.as_outputs(outputs)], [_nbytes(x) for x in inputs]
             del inputs, before, outputs, again
-        return weights + mode.peak
+        return Count(weights + mode.peak, sum(sizes[0]), sum(sizes[1]))
     except Exception:  # noqa: BLE001 - not countable here: the evaluator falls back to the whole device
         return None
 
 
+def reference_footprint(task, protocol: EvalProtocol, budget_s: float = COUNT_BUDGET_S) -> int | None:
+    """Peak bytes of the reference job's tensors for `task`, or None (see `count_reference`)."""
+    count = count_reference(task, protocol, budget_s)
+    return count.need_bytes if count is not None else None
+
+
+def _nbytes(t) -> int:
+    return t.numel() * t.element_size() if isinstance(t, torch.Tensor) else 0
+
+
 def run_footprint(job: dict, rep: Reporter) -> None:
-    """Report the reference job's footprint (`need_bytes`), if it can be counted."""
+    """Report the reference job's count (`need_bytes`, `output_bytes`, `input_bytes`), if it can be counted."""
     protocol = EvalProtocol.model_validate(job["protocol"])
     with rep.lap(Phase.load):
         task = harness.load_task(job["task_source"])
-    need = reference_footprint(task, protocol)
-    if need is not None:
-        rep.send({"kind": Kind.footprint, "need_bytes": int(need)})
+    count = count_reference(task, protocol)
+    if count is not None:
+        rep.send({"kind": Kind.footprint, "need_bytes": count.need_bytes, "output_bytes": count.output_bytes,
+                  "input_bytes": count.input_bytes})
     rep.send({"kind": Kind.done})

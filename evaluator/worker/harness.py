@@ -27,6 +27,7 @@ from ...common.vocab import Phase
 from ..messages import COMPILED_MAX_BYTES
 from ..results import EvalProtocol, Status
 from ..sandbox import wire
+from ..sandbox.ring import RING_KINDS, RingWriter
 from . import guards
 
 CANDIDATE_FILE = "candidate.py"
@@ -42,10 +43,12 @@ class Reporter:
     until the evaluator holds the GPU for this process. Without a gate it returns at once.
     """
 
-    def __init__(self, fd: int, nonce: str | None = None, gate: int | None = None) -> None:
+    def __init__(self, fd: int, nonce: str | None = None, gate: int | None = None,
+                 ring: RingWriter | None = None) -> None:
         self.fd = fd
         self.nonce = nonce
         self.gate = gate
+        self.ring = ring  # where outputs go when the job has a ring (see sandbox.ring)
         self.send_s = 0.0  # time spent sending (outputs leave at the pace the evaluator reads them)
         # Where the job's time went, by phase: a diagnostic for the evaluator's trace, never a
         # fact a verdict rests on (candidate code runs in this process and could change it).
@@ -74,7 +77,10 @@ class Reporter:
     def _send(self, header: dict, tensors: list[torch.Tensor] | None) -> None:
         if self.nonce is not None:
             header = {**header, "nonce": self.nonce}
-        wire.write_tensors(self.fd, header, list(tensors or []))
+        if tensors and self.ring is not None and header.get("kind") in RING_KINDS:
+            self.ring.write(self.fd, header, list(tensors))
+        else:
+            wire.write_tensors(self.fd, header, list(tensors or []))
 
     def wait_for_gpu(self) -> None:
         if self.gate is None:
