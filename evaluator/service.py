@@ -328,8 +328,8 @@ class Evaluator:
             found = res.first(Kind.footprint)
             head = found[0] if found else {}
             fields = {k: head.get(k) for k in ("need_bytes", "output_bytes", "input_bytes")}
-            valid = all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in fields.values())
-            self._counts[key] = fields if valid and fields["need_bytes"] else None  # type: ignore[assignment]
+            counted = {k: v for k, v in fields.items() if isinstance(v, int) and not isinstance(v, bool) and v >= 0}
+            self._counts[key] = counted if len(counted) == len(fields) and counted["need_bytes"] else None
         return self._counts[key]
 
     def _crowded_out(self, res: WorkerResult) -> bool:

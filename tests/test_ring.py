@@ -59,7 +59,7 @@ def put_pieces(judge: JudgeAtHand, ring_id, geometry, memory, credit, req, data:
     for k, start in enumerate(range(0, raw.numel(), geometry.slot_bytes)):
         n = min(geometry.slot_bytes, raw.numel() - start)
         slot = k % geometry.slots
-        memory.slot(geometry, slot, n).copy_(raw[start:start + n])
+        memory.slot(slot, n).copy_(raw[start:start + n])
         judge.send({"op": JudgeOp.piece, "req": req, "ring": ring_id, "index": 0, "offset": start, "n": n,
                     "slot": slot})
         credits += len(os.read(credit, 1))
@@ -291,7 +291,7 @@ from adaexplore.evaluator.sandbox import ring
 g = ring.Geometry.from_job(eval(sys.argv[2]))
 torch.zeros(1, device="cuda")  # the CUDA context first
 memory = ring.attach(int(sys.argv[1]), g, 0)
-memory.slot(g, 1, 1 << 20).copy_(torch.arange(1 << 20, device="cuda", dtype=torch.int32).view(torch.uint8)[: 1 << 20])
+memory.slot(1, 1 << 20).copy_(torch.arange(1 << 20, device="cuda", dtype=torch.int32).view(torch.uint8)[: 1 << 20])
 torch.cuda.synchronize()
 print("written")
 '''
@@ -307,7 +307,7 @@ def test_device_ring_memory_made_by_one_process_is_written_by_another_that_got_i
     out = subprocess.run([sys.executable, "-c", ATTACH, str(fd), repr(g.to_job())], pass_fds=(fd,),
                          capture_output=True, text=True, timeout=120)
     assert "written" in out.stdout, out.stderr[-2000:]
-    got = memory.slot(g, 1, 1 << 20).clone()
+    got = memory.slot(1, 1 << 20).clone()
     want = torch.arange(1 << 20, device="cuda", dtype=torch.int32).view(torch.uint8)[: 1 << 20]
     assert torch.equal(got, want)
     memory.close()

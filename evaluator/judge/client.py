@@ -316,7 +316,6 @@ class RingLease:
 
     def __init__(self, client: JudgeClient, ring_id: str, geometry: Geometry, fds: list[int], generation: int) -> None:
         self.client, self.ring_id, self.geometry = client, ring_id, geometry
-        self.slot_bytes, self.slots = geometry.slot_bytes, geometry.slots
         self._fds, self._generation = fds, generation
         self._on_lost: list[Callable[[], None]] = []
         self._ended = False
@@ -348,8 +347,7 @@ class RingLease:
 
     def lost(self) -> str | None:
         """Why the job's outputs could not all arrive: the judge that made the ring is gone."""
-        client = self.client
-        if self._ended or client.generation != self._generation or not client._ready.is_set():
+        if self._ended or self.client.generation != self._generation:
             return "the judge ended while the job's outputs were on their way to it"
         return None
 

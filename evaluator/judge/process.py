@@ -205,9 +205,8 @@ class Judge:
             return
         index, offset = int(head["index"]), int(head["offset"])
         data = torch.frombuffer(blobs[0], dtype=torch.uint8) if len(blobs[0]) else None
-        # Bytes arrive in order: each output is covered once, from its first byte to its last.
-        if data is None or not 0 <= index < len(pending.sizes) or offset != pending.received[index] \
-                or offset + data.numel() > pending.sizes[index] or (pending.staged and pending.stage_index != index):
+        if data is None or not _next_in_order(pending, index, offset, data.numel()) \
+                or (pending.staged and pending.stage_index != index):
             raise ValueError("a chunk out of order or outside its output")
         t0 = time.perf_counter()
         if pending.check is None:
@@ -262,11 +261,11 @@ class Judge:
     def _take_piece(self, pending: Pending, ring: OpenRing, head: dict) -> None:
         index, offset, n, slot = (int(head[k]) for k in ("index", "offset", "n", "slot"))
         g = ring.geometry
-        if not 0 <= index < len(pending.sizes) or offset != pending.received[index] or not 0 < n <= g.slot_bytes \
-                or offset + n > pending.sizes[index] or not 0 <= slot < g.slots or pending.staged:
+        if not _next_in_order(pending, index, offset, n) or n > g.slot_bytes or not 0 <= slot < g.slots \
+                or pending.staged:
             raise ValueError("a piece out of order or outside its output or its ring")
         t0 = time.perf_counter()
-        source = ring.memory.slot(g, slot, n)
+        source = ring.memory.slot(slot, n)
         if pending.check is None:
             target = pending.tensors[index].view(-1).view(torch.uint8)
             target[offset:offset + n].copy_(source)
@@ -274,11 +273,8 @@ class Judge:
             dtype = pending.dtypes[index]
             if offset % dtype.itemsize or n % dtype.itemsize:
                 raise ValueError("a piece that splits an element")
-            first = offset // dtype.itemsize
-            t1 = time.perf_counter()
             for start, part in pieces(source.view(dtype)):
-                pending.check.feed(index, first + start, part)
-            self.seconds["compare"] += time.perf_counter() - t1
+                self._feed(pending, index, offset // dtype.itemsize + start, part)
         if source.device.type == "cuda":  # the slot is read before it is handed back
             torch.cuda.current_stream(source.device).synchronize()
         pending.received[index] += n
@@ -307,10 +303,15 @@ class Judge:
             return
         index, dtype = pending.stage_index, pending.dtypes[pending.stage_index]
         piece = pending.stage[:pending.staged].view(dtype)
-        t0 = time.perf_counter()
-        pending.check.feed(index, (pending.received[index] - pending.staged) // dtype.itemsize, piece)
-        self.seconds["compare"] += time.perf_counter() - t0
+        self._feed(pending, index, (pending.received[index] - pending.staged) // dtype.itemsize, piece)
         pending.staged = 0
+
+    def _feed(self, pending: Pending, index: int, first: int, piece: torch.Tensor) -> None:
+        """Compare `piece`, the elements of output `index` from element `first`, with the reference."""
+        assert pending.check is not None  # only a comparison is fed
+        t0 = time.perf_counter()
+        pending.check.feed(index, first, piece)
+        self.seconds["compare"] += time.perf_counter() - t0
 
     def end(self, req: str, head: dict) -> dict:
         pending = self.pending.pop(req, None)
@@ -382,6 +383,13 @@ def default_host_budget(judges: int = 1) -> int:
     """A GPU judge's share of host memory: HOST_SHARE of the machine's, split between the
     `judges` of one machine (one per GPU)."""
     return int(HOST_SHARE * physical_memory() / max(1, judges))
+
+
+def _next_in_order(pending: Pending, index: int, offset: int, n: int) -> bool:
+    """Whether `n` bytes at `offset` of output `index` are the next ones it lacks: bytes arrive in
+    order, so each output is covered once, from its first byte to its last."""
+    return 0 <= index < len(pending.sizes) and offset == pending.received[index] and 0 < n \
+        and offset + n <= pending.sizes[index]
 
 
 def _in_use(head: dict) -> frozenset[str]:

@@ -18,6 +18,7 @@ import orjson
 
 from ...common.vocab import Kind
 from . import wire
+from .ring import Geometry
 
 _LEN = struct.Struct("<Q")
 MAX_HEADER = 1 << 20
@@ -46,8 +47,7 @@ class RingPieces(Protocol):
     """The evaluator's end of a job's ring (see `sandbox.ring`): its shape, and where an announced
     piece goes (to the receiver that takes it, or, for one nobody takes, only back to the worker)."""
 
-    slot_bytes: int
-    slots: int
+    geometry: Geometry
 
     def piece(self, receiver: Receiver, index: int, offset: int, n: int, slot: int) -> None: ...
 
@@ -224,8 +224,8 @@ class FrameReader:
         if not all(isinstance(v, int) and not isinstance(v, bool) for v in values):
             raise wire.WireError("bad piece")
         index, offset, n, slot = (int(v) for v in values)  # type: ignore[arg-type]  # ints, checked above
-        if index != frame["index"] or offset != frame["offset"] or not 0 < n <= ring.slot_bytes \
-                or offset + n > frame["sizes"][index] or not 0 <= slot < ring.slots \
+        if index != frame["index"] or offset != frame["offset"] or not 0 < n <= ring.geometry.slot_bytes \
+                or offset + n > frame["sizes"][index] or not 0 <= slot < ring.geometry.slots \
                 or n % frame["itemsizes"][index]:
             raise wire.WireError("a piece out of order, outside its output or its ring, or splitting an element")
         ring.piece(receiver, index, offset, n, slot)
@@ -243,9 +243,7 @@ class FrameReader:
             self._ring_frame = None
             receiver, self._receiver = self._receiver, None
             assert receiver is not None  # set with the ring frame
-            self.messages.append((frame["head"], [receiver.close()]))
-            if self.on_message is not None:
-                self.on_message(*self.messages[-1])
+            self._deliver(frame["head"], [receiver.close()])
 
     def _advance(self) -> None:
         """Step over empty tensors; complete the frame once its data and padding are read."""
@@ -261,12 +259,16 @@ class FrameReader:
         assert frame is not None  # called once a frame's data is read
         if self._receiver is not None:
             receiver, self._receiver = self._receiver, None
-            self.messages.append((frame["head"], [receiver.close()]))
+            self._deliver(frame["head"], [receiver.close()])
         else:
-            tensors = [wire.decode_tensor(m, memoryview(b)) for m, b in zip(frame["metas"], frame["data"])]
-            self.messages.append((frame["head"], tensors))
+            self._deliver(frame["head"], [wire.decode_tensor(m, memoryview(b))
+                                          for m, b in zip(frame["metas"], frame["data"])])
+
+    def _deliver(self, head: dict, payload: list) -> None:
+        """A complete message: kept, and told to whoever follows the job's results."""
+        self.messages.append((head, payload))
         if self.on_message is not None:
-            self.on_message(*self.messages[-1])
+            self.on_message(head, payload)
 
     def _abort(self) -> None:
         if self._receiver is not None:

@@ -136,7 +136,7 @@ class _Running:
         self.job_id, self.nonce, self.future, self.read_fd = job_id, nonce, future, read_fd
         self.on_ready, self.sink, self.on_message, self.ring = on_ready, sink, on_message, ring
         self.overflow = False
-        self.stopped = False  # killed because its results stopped being read
+        self.stopped = False  # killed because its results are no longer read
         self.infra: str | None = None
         self.end: dict | None = None  # the warm parent's report of how the process ended
         self.ended_at: float | None = None
@@ -399,16 +399,13 @@ class WorkerPool:
                     except Exception as exc:  # noqa: BLE001 - a sink of ours failed
                         job.infra = f"cannot pass the job's outputs on: {exc}"[:400]
                         reader.error = job.infra
-                    if reader.error is not None and job.ring is not None and not job.stopped:
+                    if reader.error is not None and job.ring is not None:
                         # Its slots will never be handed back: it would wait for them until its deadline.
-                        job.stopped = True
-                        self._send({"op": Op.kill, "job_id": job.job_id, "reason":
-                                    "its result channel stopped being read"})
+                        self._stop_once(job, "its result channel stopped being read")
                     if reader.overflow and not job.overflow:
                         job.overflow = True
-                        self._send({"op": Op.kill, "job_id": job.job_id, "reason":
-                                    f"its results exceeded the {_size(self.max_result_bytes)} that may travel to "
-                                    "the evaluator"})
+                        self._stop_once(job, f"its results exceeded the {_size(self.max_result_bytes)} that may "
+                                             "travel to the evaluator")
                 elif job.ended_at is not None and time.monotonic() - job.ended_at > PIPE_GRACE_S:
                     break  # the process is gone; whatever still holds the pipe is ignored
         finally:
@@ -437,6 +434,12 @@ class WorkerPool:
                 process_limit_hit=bool(end.get("process_limit_hit")))
         if not job.future.done():
             job.future.set_result(result)
+
+    def _stop_once(self, job: _Running, reason: str) -> None:
+        """Kill a job whose results are no longer read (once: its reader may see more bytes)."""
+        if not job.stopped:
+            job.stopped = True
+            self.stop(job.job_id, reason)
 
     def _read_loop(self, proc: subprocess.Popen, sock: socket.socket) -> None:
         try:

@@ -62,13 +62,14 @@ class Geometry:
 
 
 class Memory:
-    """A ring's memory in this process, as a flat uint8 tensor (`tensor`)."""
+    """A ring's memory in this process, as a flat uint8 tensor (`tensor`) cut into slots of `slot_bytes`."""
 
-    def __init__(self, tensor: Any, fd: int | None, closer: Any) -> None:
-        self.tensor, self.fd, self._closer = tensor, fd, closer
+    def __init__(self, tensor: Any, slot_bytes: int, fd: int | None, closer: Any) -> None:
+        self.tensor, self.slot_bytes, self.fd, self._closer = tensor, slot_bytes, fd, closer
 
-    def slot(self, geometry: Geometry, slot: int, n: int) -> Any:
-        start = slot * geometry.slot_bytes
+    def slot(self, slot: int, n: int) -> Any:
+        """The first `n` bytes of slot `slot`."""
+        start = slot * self.slot_bytes
         return self.tensor[start:start + n]
 
     def close(self) -> None:
@@ -83,45 +84,48 @@ class Memory:
 
 def make(geometry: Geometry) -> Memory:
     """New ring memory (judge side); `fd` is what the job's process maps."""
-    import torch
-
     if geometry.device.startswith("cuda"):
         from .vmm import SharedDeviceMemory
 
-        device = torch.device(geometry.device)
-        shared = SharedDeviceMemory.create(geometry.nbytes, device.index if device.index is not None else 0)
+        shared = SharedDeviceMemory.create(geometry.nbytes, _index(geometry.device))
         try:
             fd = shared.export()
         except BaseException:
             shared.close()
             raise
-        return Memory(shared.tensor, fd, shared.close)
+        return Memory(shared.tensor, geometry.slot_bytes, fd, shared.close)
     fd = os.memfd_create("adaexplore-ring", os.MFD_CLOEXEC)
     os.ftruncate(fd, geometry.nbytes)
-    return _mapped(fd, geometry.nbytes, keep_fd=True)
+    return _mapped(fd, geometry, keep_fd=True)
 
 
 def attach(fd: int, geometry: Geometry, device_index: int | None = None) -> Memory:
     """The ring memory behind `fd`, mapped in this process (worker side; `fd` is closed), on the
     GPU this process numbers `device_index` (its current one if None)."""
-    import torch
-
     try:
         if geometry.device.startswith("cuda"):
             from .vmm import SharedDeviceMemory
 
-            index = torch.cuda.current_device() if device_index is None else device_index
+            index = _index("cuda") if device_index is None else device_index
             shared = SharedDeviceMemory.attach(fd, geometry.nbytes, index)
-            return Memory(shared.tensor, None, shared.close)
-        return _mapped(fd, geometry.nbytes, keep_fd=False)
+            return Memory(shared.tensor, geometry.slot_bytes, None, shared.close)
+        return _mapped(fd, geometry, keep_fd=False)
     finally:
         os.close(fd)
 
 
-def _mapped(fd: int, nbytes: int, keep_fd: bool) -> Memory:
+def _index(device: str) -> int:
+    """The index of a CUDA device named `device` ("cuda": the current one)."""
     import torch
 
-    view = mmap.mmap(fd, nbytes)
+    parsed = torch.device(device)
+    return parsed.index if parsed.index is not None else torch.cuda.current_device()
+
+
+def _mapped(fd: int, geometry: Geometry, keep_fd: bool) -> Memory:
+    import torch
+
+    view = mmap.mmap(fd, geometry.nbytes)
     tensor = torch.frombuffer(view, dtype=torch.uint8)
 
     def unmap() -> None:
@@ -130,7 +134,7 @@ def _mapped(fd: int, nbytes: int, keep_fd: bool) -> Memory:
         except BufferError:  # a view of it is still alive somewhere: unmapped once it is gone
             pass
 
-    return Memory(tensor, fd if keep_fd else None, unmap)
+    return Memory(tensor, geometry.slot_bytes, fd if keep_fd else None, unmap)
 
 
 class RingWriter:
@@ -174,14 +178,14 @@ class RingWriter:
         described = [wire.sendable(t) for t in tensors]
         first = next((flat for _, flat in described if flat is not None), None)
         if first is None or self.broken:
-            wire.write_tensors(out_fd, obj, tensors)
+            wire.write_described(out_fd, obj, described)
             return
         try:
             memory = self._memory(first.device)
             stream = torch.cuda.Stream(device=memory.tensor.device) if memory.tensor.device.type == "cuda" else None
         except Exception:  # noqa: BLE001 - no ring here: the pipe still works
             self.broken = True
-            wire.write_tensors(out_fd, obj, tensors)
+            wire.write_described(out_fd, obj, described)
             return
         wire.write_frame(out_fd, wire.pack({**obj, "ring": [meta for meta, _ in described]}))
         try:
@@ -202,7 +206,7 @@ class RingWriter:
             for start in range(0, flat.numel(), g.slot_bytes):
                 n = min(g.slot_bytes, flat.numel() - start)
                 slot = self._take_slot()
-                target = memory.slot(g, slot, n)
+                target = memory.slot(slot, n)
                 if stream is not None:
                     with torch.cuda.stream(stream):
                         target.copy_(flat[start:start + n])

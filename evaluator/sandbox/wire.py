@@ -194,7 +194,11 @@ def write_tensors(fd: int, obj: dict, tensors: list) -> None:
     """Write one message carrying tensors. A GPU tensor's bytes pass through one small pinned
     buffer, piece by piece: a gigabyte output is never copied whole into host memory, which
     (fresh pages, a pageable copy) cost more than the pipe itself."""
-    described = [sendable(t) for t in tensors]
+    write_described(fd, obj, [sendable(t) for t in tensors])
+
+
+def write_described(fd: int, obj: dict, described: list) -> None:
+    """`write_tensors` for tensors already made sendable (`sendable`)."""
     if described:
         obj = {**obj, "tensors": [meta for meta, _ in described]}
     flats = [flat for _, flat in described if flat is not None]
