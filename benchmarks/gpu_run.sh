@@ -114,10 +114,11 @@ case "${1:-tests}" in
   checks-suite)  # the rings' tests, the reward-hack and hostile suites (as ring-checks, within CHECKS_S), then
     # KernelBench tasks for the rest of the call (arguments as for suite, a carried .kbrun/kb.jsonl resumed)
     shift
-    timeout 150 python3 -m pytest -v -p no:cacheprovider --timeout 120 -rfE --tb=short tests/test_ring.py 2>&1 \
-      | tee "$out/pytest_ring.txt" | grep -E "FAILED|ERROR|passed|failed|^E " | tail -20
+    # (RING_TESTS and CHECK_TESTS narrow them, RING_S bounds the first)
+    timeout "${RING_S:-150}" python3 -m pytest -v -p no:cacheprovider --timeout 120 -rfE --tb=short \
+      ${RING_TESTS:-tests/test_ring.py} 2>&1 | tee "$out/pytest_ring.txt" | grep -E "FAILED|ERROR|passed|failed|^E " | tail -20
     timeout $(( ${CHECKS_S:-330} - SECONDS )) python3 -m pytest -v -p no:cacheprovider -n 2 --dist loadfile \
-      --timeout 150 -rfE --tb=short tests/test_exploits.py tests/test_sandbox_hostile.py 2>&1 \
+      --timeout 150 -rfE --tb=short ${CHECK_TESTS:-tests/test_exploits.py tests/test_sandbox_hostile.py} 2>&1 \
       | tee "$out/pytest_gpu.txt" | grep -E "FAILED|ERROR|passed|failed|^E " | tail -20
     echo "hostile and reward-hack tests passed: $(grep -c PASSED "$out/pytest_gpu.txt")"
     [ -f .kbrun/kb.jsonl ] && cp .kbrun/kb.jsonl "$out/kb.jsonl"

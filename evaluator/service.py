@@ -532,39 +532,50 @@ class Evaluator:
                 self._job(Job.reference, task, protocol, check_run=self.timed, evict_in_use=evict_in_use),
                 max(protocol.timeout_s, REFERENCE_MIN_TIMEOUT_S)))
 
-        with self._large_reference if self._is_large(task, protocol, key) else nullcontext():
-            return self._reference_with_room(task, protocol, key, attempt)
+        keeps = self._large_keeps(task, protocol, key)
+        with self._large_reference if keeps else nullcontext():
+            return self._reference_with_room(task, protocol, key, attempt, keeps)
 
-    def _is_large(self, task: Task, protocol: EvalProtocol, key: str) -> bool:
-        """Whether a task not yet measured on this GPU keeps so much in the judge that its
-        reference runs while no other such runs: its count on the meta device, taken first, says
-        what the judge will keep (every trial's outputs, a repeat, a check run and the inputs).
-        Several large references at once each store part of their outputs and then find no room
-        for the rest, and none finishes; one at a time, each does. The count also sets what the
+    def _large_keeps(self, task: Task, protocol: EvalProtocol, key: str) -> int:
+        """What a large task not yet measured on this GPU keeps in the judge (0 for any other):
+        its count on the meta device, taken first, says what the judge will keep (every trial's
+        outputs, a repeat, a check run and the inputs). A large reference runs while no other
+        such runs, and not before the judge has that room in one place: several at once each
+        store part of their outputs and find no room for the rest, and one started without the
+        room is moved to host memory halfway and then turned away. The count also sets what the
         reference job reserves of the device."""
         if key in self._peaks or self.device_memory().capacity is None or not self._judge_budget:
-            return False
+            return 0
         count = self._count(self._job(Job.reference, task, protocol))
         if not count:
-            return False
+            return 0
         keeps = (protocol.correctness_trials + 2) * count["output_bytes"] + count["input_bytes"]
         if keeps <= LARGE_REFERENCE_SHARE * self._judge_budget:
-            return False
+            return 0
         log.info("%s keeps %.1f GB in the judge: its reference runs while no other such runs", task.name, keeps / 1e9)
-        return True
+        return keeps
 
     def _reference_with_room(self, task: Task, protocol: EvalProtocol, key: str,
-                             attempt: Callable[[bool], Reference]) -> Reference:
-        ref = attempt(False)
-        if not ref.judge_busy:
-            return ref
-        # At least what it had reached when turned away, and at least every trial's outputs (as
-        # the task's own process described them: a description that is not one counts nothing).
-        try:
-            trial_bytes = sum(wire.checked_nbytes(m) for m in ref.output_metas)
-        except wire.WireError:
-            trial_bytes = 0
-        need = max(ref.judge_need_bytes, protocol.correctness_trials * trial_bytes)
+                             attempt: Callable[[bool], Reference], keeps: int = 0) -> Reference:
+        """The reference's tries (see `_run_reference`); one that `keeps` that many bytes waits
+        for that room before its first."""
+        # (what one place could hold at most: the rest of a larger one goes beside it)
+        most = self._judge_room(key, idle=True)
+        if keeps and self._judge_room(key) >= min(keeps, most):
+            keeps = 0
+        if not keeps:
+            ref = attempt(False)
+            if not ref.judge_busy:
+                return ref
+            # At least what it had reached when turned away, and at least every trial's outputs (as
+            # the task's own process described them: a description that is not one counts nothing).
+            try:
+                trial_bytes = sum(wire.checked_nbytes(m) for m in ref.output_metas)
+            except wire.WireError:
+                trial_bytes = 0
+            need = min(max(ref.judge_need_bytes, protocol.correctness_trials * trial_bytes), most)
+        else:
+            need = min(keeps, most)
         with self._in_use.queue() as turn:
             while True:
                 self.judge.drop(key)
@@ -578,13 +589,13 @@ class Evaluator:
                 ref = attempt(late)
                 if not ref.judge_busy or late:
                     return ref
-                need = max(need, ref.judge_need_bytes)
+                need = min(max(need, ref.judge_need_bytes), most)
 
-    def _judge_room(self, key: str) -> int:
-        """Bytes the reference of `key` could have in the judge beside the tasks in use (if the
-        judge cannot say: enough, and the reference's next try finds out)."""
+    def _judge_room(self, key: str, idle: bool = False) -> int:
+        """Bytes the reference of `key` could have in the judge beside the tasks in use, or were
+        none `idle` (if the judge cannot say: enough, and the reference's next try finds out)."""
         try:
-            return self.judge.room_beside([k for k in self._in_use.keys_held() if k != key])
+            return self.judge.room_beside([] if idle else [k for k in self._in_use.keys_held() if k != key])
         except JudgeError:
             return 1 << 62
 

@@ -169,3 +169,37 @@ def test_large_references_are_counted_first_reserve_their_count_and_run_one_at_a
     assert all(later[0] >= earlier[1] - 0.05 for earlier, later in zip(refs, refs[1:]))  # never two at once
     # each reserved what its count says from its first run (its inputs, their snapshot, two outputs)
     assert {r[2] for r in refs} == {ev._memory.for_footprint(4 * (1 << 18))}
+
+
+def test_a_large_reference_waits_for_the_room_it_keeps_before_it_runs_at_all(tmp_path):
+    import threading
+    import time
+
+    from adaexplore.evaluator.device_memory import DeviceMemory
+    from adaexplore.evaluator.service import Evaluator
+    from adaexplore.evaluator.task import Task, check_task_source
+
+    tasks = []
+    for scale in (2, 3):
+        source = LARGE.replace("SCALE", str(scale))
+        check_task_source(source)
+        tasks.append(Task(name=f"large_{scale}", source=source))
+    # each keeps 2 MiB while it registers and 1.25 MiB (its trials) after: one fits beside the other only idle
+    with Evaluator(work_dir=tmp_path / "ev", trace=True, judge_budget_bytes=3 << 20) as ev:
+        ev._memory = DeviceMemory(capacity_bytes=8 << 30)
+        ev._judge_budget = 3 << 20
+        first, second = tasks
+        assert ev.validate_task(first).ok
+        results: list = []
+        with ev._in_use.hold(ev.judge_key(first, first.protocol)):
+            worker = threading.Thread(target=lambda: results.append(ev.validate_task(second)))
+            worker.start()
+            time.sleep(3)
+            runs_while_held = [t for t in ev.trace if t["kind"] == "reference"]
+            released = time.monotonic()
+        worker.join(120)
+        assert results and results[0].ok, results
+        assert len(runs_while_held) == 1  # the first task's only: the second waited without trying
+        second_runs = [t for t in ev.trace if t["kind"] == "reference"][1:]
+        assert len(second_runs) == 1  # one run, after the room was there, never turned away
+        assert second_runs[0]["at"] - second_runs[0]["run_s"] >= released - 0.05

@@ -222,7 +222,7 @@ def test_a_reference_with_no_room_on_the_device_beside_tasks_in_use_goes_to_host
     assert store.room_beside(frozenset({"busy", "new"})) == 1400  # the larger room of the two places
 
 
-def test_a_reference_that_outgrows_the_device_share_while_stored_moves_to_host_memory_whole():
+def test_a_reference_that_outgrows_the_device_share_while_stored_keeps_its_slots_there_and_puts_the_next_in_host_memory():
     store = OutputStore(budget_bytes=1000, host_budget_bytes=2000)
     store.reserve("busy", 400)
     store.put("busy", "trial:0", [torch.zeros(100)])
@@ -232,7 +232,29 @@ def test_a_reference_that_outgrows_the_device_share_while_stored_moves_to_host_m
     store.reserve("grows", 400, in_use=frozenset({"busy", "grows"}))  # 800 beside 400: not on the device
     store.put("grows", "trial:1", [torch.ones(100)])
     assert store.place_of("grows") == "host" and torch.equal(store.get("grows", "trial:0")[0], torch.ones(100))
+    assert store.used_on("device") == 800 and store.used_on("host") == 400
+    # its next slot does not go back to the device, though there is room there now
+    store.put("grows", "trial:0", [])
+    assert store.reserve("grows", 400, in_use=frozenset({"busy", "grows"})) == torch.device("cpu")
+    store.put("grows", "trial:2", [torch.ones(100)])
     assert store.used_on("device") == 400 and store.used_on("host") == 800
+    store.drop("grows")
+    assert store.used_on("device") == 400 and store.used_on("host") == 0
+
+
+def test_a_reference_larger_than_either_place_but_not_both_is_kept_across_them_and_only_a_larger_one_is_refused():
+    store = OutputStore(budget_bytes=1000, host_budget_bytes=800)
+    for i in range(4):  # 4 x 400 bytes: neither place holds them alone
+        store.reserve("big", 400)
+        store.put("big", f"trial:{i}", [torch.full((100,), float(i))])
+    assert store.used_on("device") == 800 and store.used_on("host") == 800
+    assert all(torch.equal(store.get("big", f"trial:{i}")[0], torch.full((100,), float(i))) for i in range(4))
+    with pytest.raises(BudgetExceeded):
+        store.reserve("big", 400)  # 2000 bytes: more than both places together
+    with pytest.raises(BudgetExceeded):
+        store.reserve("huge", 1200)  # one slot larger than every place
+    with pytest.raises(BudgetExceeded):
+        store.reserve("big", 100)  # fits the budgets together, but no place it may still use has room
 
 
 def test_idle_references_are_evicted_from_the_place_that_needs_the_room_and_only_a_reference_too_large_for_both_is_refused():

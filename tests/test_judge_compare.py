@@ -253,3 +253,32 @@ def test_a_reference_with_no_room_on_the_device_beside_tasks_in_use_is_kept_in_h
     side.judge.handle({"op": JudgeOp.flags, "req": "f", "key": "new", "tolerance": TOL.model_dump()}, [])
     flags = next(side.replies)[0]["flags"]
     assert [f["code"] for f in flags] == ["equals_input"]
+
+
+@pytest.mark.parametrize("device", ["cpu", ON_THE_GPU])
+def test_a_reference_larger_than_the_device_share_keeps_its_first_slots_there_the_rest_in_host_memory_and_is_judged_whole(
+        monkeypatch, device):
+    monkeypatch.setattr(process, "STAGE_BYTES", 4096)
+    side = JudgeOnASocket(device, budget_bytes=30_000, host_budget_bytes=30_000)
+    ref = torch.randn(3000)  # 12 kB a slot: two on the device, the third and fourth in host memory
+    for slot, tensors in (("trial:0", [ref]), ("trial:1", [ref * 2]), ("inputs", [ref.clone()]),
+                          ("repeat", [ref.clone()])):
+        answer = side.stream(f"s-{slot}", "big", "store", tensors, piece=999, slot=slot)
+        assert answer == {"req": f"s-{slot}", "stored": True}
+    stats = side.judge.stats()
+    assert stats["used_bytes"] == 24_000 and stats["host_used_bytes"] == 24_000
+    assert side.judge.store.get("big", "trial:0")[0].device.type == torch.device(device).type
+    assert side.judge.store.get("big", "repeat")[0].device.type == "cpu"
+
+    for trial, want in ((0, ref), (1, ref * 2)):
+        answer = side.stream(f"c{trial}", "big", "compare", [want.clone()], piece=777, slot=f"trial:{trial}")
+        assert answer["verdict"]["status"] == "correct"
+    bad = ref * 2
+    bad[10] += 1.0
+    verdict = side.stream("c-bad", "big", "compare", [bad], piece=777, slot="trial:1")["verdict"]
+    assert verdict["status"] == "wrong_output" and verdict["mismatch"]["index"] == [10]
+
+    # The flags read slots from both places: the forward returns its input, and repeats itself.
+    side.judge.handle({"op": JudgeOp.flags, "req": "f", "key": "big", "tolerance": TOL.model_dump()}, [])
+    assert [f["code"] for f in next(side.replies)[0]["flags"]] == ["equals_input"]
+    assert side.judge.stats()["host_used_bytes"] == 0  # the inputs and the repeat are released after

@@ -283,6 +283,28 @@ def test_a_judge_killed_while_a_job_waits_on_its_ring_is_ours_and_the_retry_give
         assert box and box[0].status is Status.correct, box[0].model_dump() if box else "no result"
 
 
+def test_a_judge_that_ended_but_has_not_yet_exited_is_replaced_at_once(tmp_path):
+    task = example_task("softmax")
+    with Evaluator(work_dir=tmp_path, baselines=("eager",)) as ev:
+        assert ev.validate_task(task).ok
+        old = ev.judge.pid()
+        # As a killed GPU process can be: stopped in its teardown, its socket already closed.
+        os.kill(old, signal.SIGSTOP)
+        ev.judge._sock.shutdown(socket.SHUT_RDWR)
+        deadline = time.monotonic() + 10
+        while ev.judge._ready.is_set() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        t0 = time.monotonic()
+        result = ev.evaluate(task, SOFTMAX)
+        assert result.status is Status.correct, result.model_dump()
+        assert time.monotonic() - t0 < 60  # not the 120 s a wait for the old one's readiness takes
+        assert ev.judge.pid() not in (None, old)
+        deadline = time.monotonic() + 10
+        while os.path.exists(f"/proc/{old}") and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not os.path.exists(f"/proc/{old}")  # killed and reaped, not left behind
+
+
 # --- on the GPU ----------------------------------------------------------------------------
 
 ATTACH = '''

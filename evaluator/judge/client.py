@@ -84,6 +84,7 @@ class JudgeClient:
         self.visible_devices, self.work_dir = visible_devices, work_dir
         self.generation = 0
         self._proc: subprocess.Popen | None = None
+        self._lost: subprocess.Popen | None = None  # the judge process whose reader saw it end
         self._sock: socket.socket | None = None
         self._send_lock = threading.Lock()
         self._start_lock = threading.Lock()
@@ -111,8 +112,14 @@ class JudgeClient:
         if self._ready.is_set():
             return
         with self._start_lock:
-            if self._proc is not None and self._proc.poll() is None:
-                return
+            old = self._proc
+            if old is not None and old.poll() is None:
+                if old is not self._lost:
+                    return
+                # Its reader saw it end, but it has not finished exiting (a killed GPU process can
+                # take long to be torn down): it serves no one, so a new judge starts beside it.
+                _signal(old.pid, signal.SIGKILL)
+                threading.Thread(target=old.wait, daemon=True, name="adaexplore-judge-reaper").start()
             env = dict(os.environ)
             if self.visible_devices is not None:
                 env["CUDA_VISIBLE_DEVICES"] = self.visible_devices
@@ -127,9 +134,9 @@ class JudgeClient:
             theirs.close()
             fds_theirs.close()
             self._sock = ours
-            old, self._fd_channel = self._fd_channel, fds_ours
-            if old is not None:
-                old.close()
+            old_channel, self._fd_channel = self._fd_channel, fds_ours
+            if old_channel is not None:
+                old_channel.close()
             self.generation += 1
             threading.Thread(target=self._read_loop, args=(self._proc, ours), daemon=True,
                              name="adaexplore-judge-reader").start()
@@ -176,6 +183,7 @@ class JudgeClient:
                 log.error("lost the judge process: %s", exc)
         finally:
             if self._proc is proc:
+                self._lost = proc
                 self._ready.clear()
                 self._fail_waiting("the judge process ended")
 

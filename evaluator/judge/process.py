@@ -359,10 +359,11 @@ class Judge:
         return out
 
 
-# The judge's share of a GPU. The largest KernelBench task (level 1, 38_L1Norm_: outputs of
-# 8.6 GB) needs 60.1 GB while it registers (five trials, and the inputs and a repeat run for the
-# task's flags, which are released after them): 0.42 of an H200 is 63 GB. The rest (87 GB) is
-# what jobs may reserve; the largest such task's timing reserves 43 GB of it.
+# The judge's share of a GPU. The largest KernelBench tasks (level 1, 38_L1Norm_ and 39_L2Norm_:
+# outputs of 8.6 GB) keep 68.7 GB while they register (five trials, the check run, and the
+# inputs and a repeat run for the task's flags, which are released after them): 0.42 of an H200,
+# 63 GB, holds all of it but the check run, which goes to host memory beside it. The rest of
+# the GPU (87 GB) is what jobs may reserve; the largest such task's timing reserves 43 GB of it.
 GPU_SHARE = 0.42
 
 

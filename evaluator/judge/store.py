@@ -2,15 +2,17 @@
 
 Entries are whole references (every slot of one task under one protocol): evicting half a
 reference would leave a task that compares some trials and not others. The least recently
-used entry goes first; an entry larger than every budget is refused.
+used entry goes first; an entry larger than the budgets together, or with a slot larger than
+every budget, is refused.
 
-There are two places an entry may live: the judge's device (`budget_bytes`), where comparisons
-are fastest, and, on a GPU, host memory (`host_budget_bytes`). A reference goes to the device
-while it fits there beside the references of tasks in use, else to host memory (moved there
-whole if it outgrows the device while it is stored). Comparing against a reference in host
-memory moves one piece of it at a time to the device, which costs a fraction of the time its
-bytes take to arrive; so two large tasks need not wait for each other while one holds the
-device's share.
+There are two places a slot may live: the judge's device (`budget_bytes`), where comparisons
+are fastest, and, on a GPU, host memory (`host_budget_bytes`). A reference's slots go to the
+device while they fit there beside the references of tasks in use, and those that do not to
+host memory (a reference's later slots never go back to a place it has left). So the largest
+tasks, whose five trials fill the device's share, keep their trials there and the rest beside
+them. Comparing against a slot in host memory moves one piece of it at a time to the device,
+which costs a fraction of the time its bytes take to arrive; so two large tasks need not wait
+for each other while one holds the device's share.
 """
 
 from __future__ import annotations
@@ -49,8 +51,8 @@ class OutputStore:
         if host_budget_bytes > 0:  # (a CPU judge has none by default: its device share is host memory)
             self.places.append(Place("host", torch.device("cpu"), host_budget_bytes))
         self._entries: OrderedDict[str, dict[str, list[torch.Tensor]]] = OrderedDict()
-        self._sizes: dict[str, int] = {}
-        self._place: dict[str, Place] = {}
+        self._kept: dict[str, dict[str, tuple[Place, int]]] = {}  # key -> slot -> where, and its bytes
+        self._last: dict[str, Place] = {}  # key -> the furthest place reserved for it (its next slot goes there)
 
     @property
     def budget_bytes(self) -> int:
@@ -63,7 +65,7 @@ class OutputStore:
 
     def used_on(self, name: str) -> int:
         """Bytes held at the place called `name` ("device" or "host"; none at a place not kept)."""
-        return sum(self._held(p, self._sizes) for p in self.places if p.name == name)
+        return sum(n for kept in self._kept.values() for place, n in kept.values() if place.name == name)
 
     def __contains__(self, key: str) -> bool:
         return key in self._entries
@@ -72,37 +74,39 @@ class OutputStore:
         return list(self._entries)
 
     def place_of(self, key: str) -> str | None:
-        place = self._place.get(key)
+        """The furthest place that slots of `key` went to (None if it has none)."""
+        place = self._last.get(key)
         return place.name if place else None
 
     def reserve(self, key: str, nbytes: int, in_use: frozenset[str] = frozenset()) -> torch.device:
-        """Make room for `nbytes` more under `key`, evicting other keys, oldest first, and say on
-        which torch device to keep them. References of keys `in_use` (tasks with work in flight)
-        are never evicted: if neither place has room without them, `key` is dropped and
+        """Make room for a slot of `nbytes` more under `key`, evicting other keys, oldest first,
+        and say on which torch device to keep it. References of keys `in_use` (tasks with work in
+        flight) are never evicted: if no place has room without them, `key` is dropped and
         BudgetBusy raised (the caller tries again later)."""
-        total = self._sizes.get(key, 0) + nbytes
-        if all(total > p.budget_bytes for p in self.places):
+        total = self._held_by(key) + nbytes
+        if total > sum(p.budget_bytes for p in self.places) or all(nbytes > p.budget_bytes for p in self.places):
             raise BudgetExceeded(f"the reference outputs need {_gb(total)}, more than the judge's budget of "
                                  f"{self._budgets()}")
-        current = self._place.get(key)
-        # Where it is, or further down the list: a reference moves to host memory, never back.
-        for place in self.places[self.places.index(current):] if current else self.places:
-            if total <= self._room(place, in_use - {key}):
-                self._evict_for(place, total, key, in_use)
-                if current is not None and current is not place:
-                    self._move(key, place)
-                self._place[key] = place
+        last = self._last.get(key, self.places[0])
+        for place in self.places[self.places.index(last):]:  # where it went last, or further
+            mine = self._held_by(key, place) + nbytes
+            if mine <= self._room(place, in_use - {key}):
+                self._evict_for(place, mine, key, in_use)
+                self._last[key] = place
                 return place.device
+        never = all(self._held_by(key, p) + nbytes > p.budget_bytes for p in self.places[self.places.index(last):])
         self.drop(key)  # what it stored so far goes too, so that the tasks in use can go on
+        if never:
+            raise BudgetExceeded(f"the reference outputs need {_gb(total)}, which the judge's budget of "
+                                 f"{self._budgets()} cannot hold in the pieces they come in")
         raise BudgetBusy(f"the judge's budget of {self._budgets()} is held by the references of tasks in use",
                          need_bytes=total)
 
     def put(self, key: str, slot: str, tensors: list[torch.Tensor]) -> None:
-        entry = self._entries.setdefault(key, {})
-        self._place.setdefault(key, self.places[0])
-        old = entry.get(slot)
-        entry[slot] = tensors
-        self._sizes[key] = self._sizes.get(key, 0) + _nbytes(tensors) - (_nbytes(old) if old else 0)
+        """Keep `tensors` as `slot` of `key`, where `reserve` placed them (an empty list frees the slot)."""
+        self._entries.setdefault(key, {})[slot] = tensors
+        place = self._last.setdefault(key, self.places[0])
+        self._kept.setdefault(key, {})[slot] = (place, _nbytes(tensors))
         self._entries.move_to_end(key)
 
     def get(self, key: str, slot: str) -> list[torch.Tensor] | None:
@@ -121,24 +125,23 @@ class OutputStore:
 
     def drop(self, key: str) -> None:
         self._entries.pop(key, None)
-        self._sizes.pop(key, None)
-        self._place.pop(key, None)
+        self._kept.pop(key, None)
+        self._last.pop(key, None)
+
+    def _held_by(self, key: str, place: Place | None = None) -> int:
+        """Bytes of the slots of `key` (at `place` only, if given)."""
+        return sum(n for p, n in self._kept.get(key, {}).values() if place is None or p is place)
 
     def _held(self, place: Place, keys) -> int:
-        return sum(self._sizes[k] for k in keys if k in self._sizes and self._place[k] is place)
+        return sum(self._held_by(k, place) for k in keys)
 
     def _room(self, place: Place, in_use: frozenset[str]) -> int:
         return place.budget_bytes - self._held(place, in_use)
 
-    def _evict_for(self, place: Place, total: int, key: str, in_use: frozenset[str]) -> None:
-        """Evict idle references kept at `place`, oldest first, until `key` fits there with `total` bytes."""
-        while self._held(place, [k for k in self._sizes if k != key]) + total > place.budget_bytes:
-            self.drop(next(k for k in self._entries if k != key and k not in in_use and self._place[k] is place))
-
-    def _move(self, key: str, place: Place) -> None:
-        entry = self._entries.get(key, {})
-        for slot, tensors in entry.items():
-            entry[slot] = [t.to(place.device) for t in tensors]
+    def _evict_for(self, place: Place, mine: int, key: str, in_use: frozenset[str]) -> None:
+        """Evict idle references with slots at `place`, oldest first, until `key` has `mine` bytes there."""
+        while self._held(place, [k for k in self._kept if k != key]) + mine > place.budget_bytes:
+            self.drop(next(k for k in self._entries if k != key and k not in in_use and self._held_by(k, place)))
 
     def _budgets(self) -> str:
         return " and ".join(f"{_gb(p.budget_bytes)}" + ("" if p.name == "device" else " in host memory")
