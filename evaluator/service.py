@@ -558,12 +558,13 @@ class Evaluator:
     def _reference_with_room(self, task: Task, protocol: EvalProtocol, key: str,
                              attempt: Callable[[bool], Reference], keeps: int = 0) -> Reference:
         """The reference's tries (see `_run_reference`); one that `keeps` that many bytes waits
-        for that room before its first."""
-        # (what one place could hold at most: the rest of a larger one goes beside it)
-        most = self._judge_room(key, idle=True)
-        if keeps and self._judge_room(key) >= min(keeps, most):
-            keeps = 0
-        if not keeps:
+        for that room before its first. Room is waited for up to what one place of the judge
+        can hold: the rest of a larger reference goes beside it."""
+        def capped(need: int) -> int:
+            return min(need, self._judge_room(key, idle=True))
+
+        need = capped(keeps) if keeps else 0
+        if not need or self._judge_room(key) >= need:
             ref = attempt(False)
             if not ref.judge_busy:
                 return ref
@@ -573,9 +574,7 @@ class Evaluator:
                 trial_bytes = sum(wire.checked_nbytes(m) for m in ref.output_metas)
             except wire.WireError:
                 trial_bytes = 0
-            need = min(max(ref.judge_need_bytes, protocol.correctness_trials * trial_bytes), most)
-        else:
-            need = min(keeps, most)
+            need = capped(max(ref.judge_need_bytes, protocol.correctness_trials * trial_bytes))
         with self._in_use.queue() as turn:
             while True:
                 self.judge.drop(key)
@@ -589,7 +588,7 @@ class Evaluator:
                 ref = attempt(late)
                 if not ref.judge_busy or late:
                     return ref
-                need = min(max(need, ref.judge_need_bytes), most)
+                need = capped(max(need, ref.judge_need_bytes))
 
     def _judge_room(self, key: str, idle: bool = False) -> int:
         """Bytes the reference of `key` could have in the judge beside the tasks in use, or were

@@ -145,18 +145,24 @@ def get_init_inputs():
 '''
 
 
-def test_large_references_are_counted_first_reserve_their_count_and_run_one_at_a_time(admitting_evaluator):
-    import threading
-
+def large_tasks(*scales: int) -> list:
+    """Tasks of LARGE, one per scale (so each has a reference of its own)."""
     from adaexplore.evaluator.task import Task, check_task_source
 
-    ev = admitting_evaluator
-    ev._judge_budget = 1 << 20  # each task keeps 7 outputs and its inputs of 256 KiB: large beside 1 MiB
     tasks = []
-    for scale in (2, 3, 4):
+    for scale in scales:
         source = LARGE.replace("SCALE", str(scale))
         check_task_source(source)
         tasks.append(Task(name=f"large_{scale}", source=source))
+    return tasks
+
+
+def test_large_references_are_counted_first_reserve_their_count_and_run_one_at_a_time(admitting_evaluator):
+    import threading
+
+    ev = admitting_evaluator
+    ev._judge_budget = 1 << 20  # each task keeps 7 outputs and its inputs of 256 KiB: large beside 1 MiB
+    tasks = large_tasks(2, 3, 4)
     results: list = []
     threads = [threading.Thread(target=lambda t=t: results.append(ev.validate_task(t))) for t in tasks]
     for t in threads:
@@ -177,13 +183,8 @@ def test_a_large_reference_waits_for_the_room_it_keeps_before_it_runs_at_all(tmp
 
     from adaexplore.evaluator.device_memory import DeviceMemory
     from adaexplore.evaluator.service import Evaluator
-    from adaexplore.evaluator.task import Task, check_task_source
 
-    tasks = []
-    for scale in (2, 3):
-        source = LARGE.replace("SCALE", str(scale))
-        check_task_source(source)
-        tasks.append(Task(name=f"large_{scale}", source=source))
+    tasks = large_tasks(2, 3)
     # each keeps 2 MiB while it registers and 1.25 MiB (its trials) after: one fits beside the other only idle
     with Evaluator(work_dir=tmp_path / "ev", trace=True, judge_budget_bytes=3 << 20) as ev:
         ev._memory = DeviceMemory(capacity_bytes=8 << 30)

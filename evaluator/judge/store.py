@@ -87,14 +87,14 @@ class OutputStore:
         if total > sum(p.budget_bytes for p in self.places) or all(nbytes > p.budget_bytes for p in self.places):
             raise BudgetExceeded(f"the reference outputs need {_gb(total)}, more than the judge's budget of "
                                  f"{self._budgets()}")
-        last = self._last.get(key, self.places[0])
-        for place in self.places[self.places.index(last):]:  # where it went last, or further
+        further = self.places[self.places.index(self._last.get(key, self.places[0])):]  # where it went last, or on
+        for place in further:
             mine = self._held_by(key, place) + nbytes
             if mine <= self._room(place, in_use - {key}):
                 self._evict_for(place, mine, key, in_use)
                 self._last[key] = place
                 return place.device
-        never = all(self._held_by(key, p) + nbytes > p.budget_bytes for p in self.places[self.places.index(last):])
+        never = all(self._held_by(key, p) + nbytes > p.budget_bytes for p in further)
         self.drop(key)  # what it stored so far goes too, so that the tasks in use can go on
         if never:
             raise BudgetExceeded(f"the reference outputs need {_gb(total)}, which the judge's budget of "
