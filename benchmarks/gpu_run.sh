@@ -133,6 +133,13 @@ case "${1:-tests}" in
       --timeout 150 -rfE --tb=short tests/test_exploits.py tests/test_sandbox_hostile.py 2>&1 \
       | tee "$out/pytest_gpu.txt" | grep -E "FAILED|ERROR|passed|failed|^E " | tail -30
     echo "passed: $(grep -c PASSED "$out/pytest_gpu.txt")" ;;
+  judge-checks)  # the reward-hack, hostile and judge suites at once (a worker per file, within CALL_BUDGET_S),
+    # each test named as it ends and each failure's traceback written as it happens (failures.txt)
+    timeout $(( ${CALL_BUDGET_S:-580} - SECONDS )) env ADAEXPLORE_FAILURE_LOG="$out/failures.txt" \
+      python3 -m pytest -v -p no:cacheprovider -n 3 --dist loadfile --timeout 150 -rfE --tb=short \
+      tests/test_exploits.py tests/test_sandbox_hostile.py tests/test_judge.py 2>&1 \
+      | tee "$out/pytest_gpu.txt" | grep -E "FAILED|ERROR|passed|failed|^E " | tail -30
+    echo "passed: $(grep -c PASSED "$out/pytest_gpu.txt")"; [ -f "$out/failures.txt" ] && head -c 6000 "$out/failures.txt" ;;
   agent-view)  # the GPU-mode tests of what the agent sees (hints checked on the GPU, the profile tool),
     # then those of how outputs and inputs travel (inputs made on the GPU, the staging buffer, the judge stopped)
     timeout 200 python3 -m pytest -q -p no:cacheprovider -rfE --tb=short tests/test_lint_hints.py \

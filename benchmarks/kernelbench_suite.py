@@ -117,7 +117,7 @@ class Peaks:
         self._stop.set()
 
 
-def one_task(ev, path: Path, level: int) -> dict:
+def one_task(ev, path: Path, level: int, names: dict[str, str] | None = None) -> dict:
     from adaexplore.evaluator.task import TaskError, load_task_file
 
     row = {"level": level, "task": path.name}
@@ -126,6 +126,8 @@ def one_task(ev, path: Path, level: int) -> dict:
         task = load_task_file(path)
     except TaskError as exc:
         return {**row, "registered": False, "refused": f"TaskError: {exc}", "seconds": time.monotonic() - t0}
+    if names is not None:  # for the trace, which knows its jobs' tasks by id
+        names[task.task_id] = f"{level}/{path.name}"
     validation = ev.validate_task(task)
     row["register_s"] = round(time.monotonic() - t0, 2)
     if not validation.ok:
@@ -229,6 +231,7 @@ def main() -> int:
     ap.add_argument("--deadline-s", type=float, default=0, help="stop starting tasks after this many seconds")
     ap.add_argument("--limit", type=int, default=0, help="at most this many tasks per level")
     ap.add_argument("--baselines", default="eager,compile")
+    ap.add_argument("--trace-jsonl", type=Path, help="each worker job's phases, with its task's name, as JSONL")
     ap.add_argument("--only", nargs="*", default=[], help="LEVEL:ID,ID... (e.g. 2:1,7,19): only these tasks")
     ap.add_argument("--shard", default="0/1", help="I/N: of each level's tasks, only every N-th from the I-th "
                     "(one process per GPU, each with its own --jsonl)")
@@ -270,6 +273,7 @@ def main() -> int:
     lock = threading.Lock()
     in_flight: dict[str, float] = {}  # "level/task" -> when it started
     current = {"level": args.levels[0] if args.levels else 0}
+    names: dict[str, str] = {}  # task id -> "level/file", for --trace-jsonl
 
     def snapshot() -> str:
         """The summary so far, where the time went, and the tasks in flight (a run cut short, or
@@ -283,12 +287,21 @@ def main() -> int:
             text += "\nIn flight: " + ", ".join(f"{name} ({now - t0:.0f} s)" for name, t0 in flying) + "\n"
         return text
 
+    def write_trace() -> None:
+        """The jobs so far, each with its task's name and when it ended (seconds into the run)."""
+        if args.trace_jsonl:
+            lines = [json.dumps({**t, "kind": str(getattr(t["kind"], "value", t["kind"])),
+                                 "at": round(t["at"] - start, 2), "task": names.get(t.get("task_id", ""), "")})
+                     for t in list(ev.trace or [])]
+            args.trace_jsonl.write_text("".join(line + "\n" for line in lines))
+
     stop_reporting = threading.Event()
 
     def report_every_minute() -> None:
         while not stop_reporting.wait(60.0):
             if args.markdown:
                 args.markdown.write_text(snapshot())
+            write_trace()
 
     threading.Thread(target=report_every_minute, daemon=True, name="suite-report").start()
     try:
@@ -305,7 +318,7 @@ def main() -> int:
                 with lock:
                     in_flight[name] = time.monotonic()
                 try:
-                    row = one_task(ev, path, level)
+                    row = one_task(ev, path, level, names)
                 except Exception as exc:  # noqa: BLE001 - a crash of ours is a finding, recorded
                     row = {"level": level, "task": path.name, "registered": False,
                            "refused": f"InfraError (uncaught): {type(exc).__name__}: {exc}"[:500]}
@@ -326,6 +339,7 @@ def main() -> int:
     finally:
         stop_reporting.set()
         peaks.stop()
+        write_trace()
         ev.close()
     text = summarize(rows, level_peaks)
     text += "\nPeak memory per level, measured this run: " + json.dumps(level_peaks) + "\n"

@@ -63,3 +63,14 @@ from hypothesis import settings as _hypothesis_settings  # noqa: E402
 _hypothesis_settings.register_profile("ci", derandomize=True, database=None)
 if os.environ.get("CI"):
     _hypothesis_settings.load_profile("ci")
+
+
+_FAILURE_LOG = os.environ.get("ADAEXPLORE_FAILURE_LOG")
+
+
+def pytest_runtest_logreport(report):
+    """With ADAEXPLORE_FAILURE_LOG set, each failure's traceback is appended to that file as it
+    happens (a run cut short by its time limit still says why its tests failed)."""
+    if _FAILURE_LOG and report.failed:
+        with open(_FAILURE_LOG, "a") as fh:
+            fh.write(f"==== {report.nodeid} ({report.when})\n{report.longreprtext}\n")

@@ -186,7 +186,7 @@ def test_a_large_reference_waits_for_the_room_it_keeps_before_it_runs_at_all(tmp
 
     tasks = large_tasks(2, 3)
     # each keeps 2 MiB while it registers and 1.25 MiB (its trials) after: one fits beside the other only idle
-    with Evaluator(work_dir=tmp_path / "ev", trace=True, judge_budget_bytes=3 << 20) as ev:
+    with Evaluator(work_dir=tmp_path / "ev", trace=True, judge_budget_bytes=3 << 20, judge_host_budget_bytes=0) as ev:
         ev._memory = DeviceMemory(capacity_bytes=8 << 30)
         ev._judge_budget = 3 << 20
         first, second = tasks

@@ -260,7 +260,11 @@ def test_a_candidate_scribbling_on_its_ring_changes_only_its_own_verdict(ringed)
     assert ringed.evaluate(task, SOFTMAX + "\n# later\n").status is Status.correct
 
 
-SLOW_SOFTMAX = SOFTMAX.replace("        x = x.contiguous()", "        import time\n        time.sleep(2.0)\n"
+# Slow in its first forward only, so that the kill lands while it runs and its timing, after
+# the retry, takes the usual time.
+SLOW_SOFTMAX = SOFTMAX.replace("        x = x.contiguous()", "        if not getattr(ModelNew, 'slept', False):\n"
+                                                          "            import time\n            time.sleep(2.0)\n"
+                                                          "            ModelNew.slept = True\n"
                                                           "        x = x.contiguous()")
 
 
@@ -303,6 +307,49 @@ def test_a_judge_that_ended_but_has_not_yet_exited_is_replaced_at_once(tmp_path)
         while os.path.exists(f"/proc/{old}") and time.monotonic() < deadline:
             time.sleep(0.05)
         assert not os.path.exists(f"/proc/{old}")  # killed and reaped, not left behind
+
+
+def test_a_judge_started_from_a_short_lived_thread_outlives_that_thread(tmp_path):
+    # The judge asks to die with the thread that started it; a server's worker threads end when idle.
+    task = example_task("softmax")
+    with Evaluator(work_dir=tmp_path, baselines=("eager",)) as ev:
+        starter = threading.Thread(target=ev.judge.start)
+        starter.start()
+        starter.join()
+        pid = ev.judge.pid()
+        assert pid is not None
+        time.sleep(0.5)
+        assert ev.evaluate(task, SOFTMAX).status is Status.correct
+        assert ev.judge.pid() == pid  # the same process: it was never lost and restarted
+
+
+STOPPED_JUDGE_SERVER = """
+import sys, time
+from adaexplore.evaluator.service import Evaluator
+ev = Evaluator(work_dir=sys.argv[1])
+ev.judge.start()
+stop = ev.judge.stop_for_measurement()
+stop.__enter__()  # as while a candidate is measured: the judge is stopped
+print(ev.judge.pid(), flush=True)
+time.sleep(600)
+"""
+
+
+def test_an_evaluator_killed_outright_while_its_judge_is_stopped_leaves_no_judge_behind(tmp_path):
+    server = subprocess.Popen([sys.executable, "-c", STOPPED_JUDGE_SERVER, str(tmp_path)], stdout=subprocess.PIPE,
+                              text=True)
+    try:
+        judge = int(server.stdout.readline())  # type: ignore[union-attr]
+        assert open(f"/proc/{judge}/stat").read().rsplit(")", 1)[1].split()[0] == "T"  # stopped
+        server.kill()  # SIGKILL: no clean-up of its own runs
+        server.wait(30)
+        deadline = time.monotonic() + 30
+        while os.path.exists(f"/proc/{judge}") and time.monotonic() < deadline:
+            time.sleep(0.05)
+        # (it was the server's child: once the server is gone, init reaps it)
+        assert not os.path.exists(f"/proc/{judge}"), "a stopped judge outlived its server"
+    finally:
+        server.kill()
 
 
 # --- on the GPU ----------------------------------------------------------------------------

@@ -25,6 +25,7 @@ from typing import Callable, Iterator
 from ...common.vocab import JudgeOp
 from ..sandbox import wire
 from ..sandbox.frames import Discard
+from ..sandbox.launcher import Launcher
 from ..sandbox.procs import until_stopped
 from ..sandbox.ring import Geometry
 
@@ -98,6 +99,7 @@ class JudgeClient:
         self._leases: set[RingLease] = set()  # rings open now
         self._leases_lock = threading.Lock()
         self.ring_note: str | None = None  # why jobs stream instead of using rings, once a ring was refused
+        self._launcher = Launcher("adaexplore-judge-launcher")
 
     # --- lifecycle ------------------------------------------------------------------------
     def _ensure(self) -> None:
@@ -120,26 +122,30 @@ class JudgeClient:
                 # take long to be torn down): it serves no one, so a new judge starts beside it.
                 _signal(old.pid, signal.SIGKILL)
                 threading.Thread(target=old.wait, daemon=True, name="adaexplore-judge-reaper").start()
-            env = dict(os.environ)
-            if self.visible_devices is not None:
-                env["CUDA_VISIBLE_DEVICES"] = self.visible_devices
-            ours, theirs = socket.socketpair()
-            fds_ours, fds_theirs = socket.socketpair()
-            self._ready.clear()
-            self._proc = subprocess.Popen(
-                [sys.executable, "-m", "adaexplore.evaluator.judge.process", str(theirs.fileno()), self.device,
-                 str(self.budget_bytes), str(self.host_budget_bytes), str(fds_theirs.fileno())],
-                pass_fds=(theirs.fileno(), fds_theirs.fileno()), stdin=subprocess.DEVNULL, env=env,
-                cwd=self.work_dir, start_new_session=True)
-            theirs.close()
-            fds_theirs.close()
-            self._sock = ours
-            old_channel, self._fd_channel = self._fd_channel, fds_ours
-            if old_channel is not None:
-                old_channel.close()
-            self.generation += 1
-            threading.Thread(target=self._read_loop, args=(self._proc, ours), daemon=True,
-                             name="adaexplore-judge-reader").start()
+            self._launcher.call(self._start)
+
+    def _start(self) -> None:
+        """Start a judge process (on the launcher's thread: the judge dies with it, see `Launcher`)."""
+        env = dict(os.environ)
+        if self.visible_devices is not None:
+            env["CUDA_VISIBLE_DEVICES"] = self.visible_devices
+        ours, theirs = socket.socketpair()
+        fds_ours, fds_theirs = socket.socketpair()
+        self._ready.clear()
+        self._proc = subprocess.Popen(
+            [sys.executable, "-m", "adaexplore.evaluator.judge.process", str(theirs.fileno()), self.device,
+             str(self.budget_bytes), str(self.host_budget_bytes), str(fds_theirs.fileno())],
+            pass_fds=(theirs.fileno(), fds_theirs.fileno()), stdin=subprocess.DEVNULL, env=env,
+            cwd=self.work_dir, start_new_session=True)
+        theirs.close()
+        fds_theirs.close()
+        self._sock = ours
+        old_channel, self._fd_channel = self._fd_channel, fds_ours
+        if old_channel is not None:
+            old_channel.close()
+        self.generation += 1
+        threading.Thread(target=self._read_loop, args=(self._proc, ours), daemon=True,
+                         name="adaexplore-judge-reader").start()
 
     def start(self) -> None:
         """Start the judge process now rather than on first use (raises JudgeError if it cannot)."""
@@ -159,6 +165,7 @@ class JudgeClient:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+        self._launcher.close()  # after the judge
         self._fail_waiting("the judge was shut down")
 
     def stop_for_measurement(self) -> "JudgeStop":

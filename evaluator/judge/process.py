@@ -46,7 +46,7 @@ from ..reference import Reference
 from ..results import Tolerance
 from ..sandbox import ring as rings
 from ..sandbox import wire
-from ..sandbox.procs import physical_memory
+from ..sandbox.procs import die_with_parent, physical_memory
 from ..verdict import degenerate_flags
 from .store import BudgetBusy, BudgetExceeded, OutputStore
 
@@ -408,6 +408,8 @@ def _verdict_dict(verdict) -> dict:
 
 
 def main() -> None:
+    # Killed with the evaluator: stopped for a measurement, it could not see its socket close.
+    die_with_parent()
     sock = socket.socket(fileno=int(sys.argv[1]))
     fd_channel = socket.socket(fileno=int(sys.argv[5])) if len(sys.argv) > 5 else None
     judge = Judge(sys.argv[2], int(sys.argv[3]), sock, int(sys.argv[4]) if len(sys.argv) > 4 else -1, fd_channel)

@@ -13,7 +13,6 @@ import fcntl
 import itertools
 import logging
 import os
-import queue
 import secrets
 import select
 import socket
@@ -31,6 +30,7 @@ from typing import Callable, Protocol
 from ...common.vocab import Op, Phase, Reply
 from . import wire
 from .frames import FrameReader, RingPieces, Sink
+from .launcher import Launcher
 from .ring import Geometry
 
 log = logging.getLogger("adaexplore.evaluator")
@@ -165,8 +165,7 @@ class WorkerPool:
         self.max_processes = max_processes
         self.sandbox: dict = {}  # the level the warm parent found it can give its workers (see confine.probe)
         self._parent_pid: int | None = None
-        self._launcher: threading.Thread | None = None
-        self._launches: queue.SimpleQueue = queue.SimpleQueue()
+        self._launcher = Launcher("adaexplore-launcher")  # the warm parent dies with this thread
 
     # --- lifecycle ------------------------------------------------------------------
     def _start(self) -> None:
@@ -203,33 +202,7 @@ class WorkerPool:
             if self._closed:
                 raise RuntimeError("worker pool is closed")
             if self._proc is None or self._proc.poll() is not None:
-                self._start_on_launcher()
-
-    def _start_on_launcher(self) -> None:
-        """`_start` on this pool's own thread. The warm parent dies with the thread that started
-        it (a parent-death signal follows the creating thread), and callers' threads come and
-        go (a server's worker threads end when idle): this one lives as long as the pool."""
-        if self._launcher is None:
-            self._launcher = threading.Thread(target=self._serve_launches, daemon=True, name="adaexplore-launcher")
-            self._launcher.start()
-        done = threading.Event()
-        box: list[BaseException] = []
-        self._launches.put((done, box))
-        done.wait()
-        if box:
-            raise box[0]
-
-    def _serve_launches(self) -> None:
-        while True:
-            request = self._launches.get()
-            if request is None:
-                return
-            done, box = request
-            try:
-                self._start()
-            except BaseException as exc:  # noqa: BLE001 - handed to the caller
-                box.append(exc)
-            done.set()
+                self._launcher.call(self._start)
 
     def ensure_started(self, timeout: float = 120.0) -> None:
         self.launch()
@@ -257,7 +230,7 @@ class WorkerPool:
                 proc.wait(5)
             except (OSError, subprocess.TimeoutExpired, AttributeError):
                 proc.kill()
-        self._launches.put(None)  # the launcher thread ends, after the warm parent
+        self._launcher.close()  # after the warm parent
         self._fail_all("evaluator shut down")
 
     # --- jobs -----------------------------------------------------------------------
