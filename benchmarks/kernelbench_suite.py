@@ -126,8 +126,8 @@ def one_task(ev, path: Path, level: int, names: dict[str, str] | None = None) ->
         task = load_task_file(path)
     except TaskError as exc:
         return {**row, "registered": False, "refused": f"TaskError: {exc}", "seconds": time.monotonic() - t0}
-    if names is not None:  # for the trace, which knows its jobs' tasks by id
-        names[task.task_id] = f"{level}/{path.name}"
+    if names is not None:  # for the trace, which knows its jobs' tasks by their judge key
+        names[ev.judge_key(task, task.protocol)] = f"{level}/{path.name}"
     validation = ev.validate_task(task)
     row["register_s"] = round(time.monotonic() - t0, 2)
     if not validation.ok:
@@ -273,7 +273,7 @@ def main() -> int:
     lock = threading.Lock()
     in_flight: dict[str, float] = {}  # "level/task" -> when it started
     current = {"level": args.levels[0] if args.levels else 0}
-    names: dict[str, str] = {}  # task id -> "level/file", for --trace-jsonl
+    names: dict[str, str] = {}  # judge key -> "level/file", for --trace-jsonl
 
     def snapshot() -> str:
         """The summary so far, where the time went, and the tasks in flight (a run cut short, or
@@ -291,7 +291,7 @@ def main() -> int:
         """The jobs so far, each with its task's name and when it ended (seconds into the run)."""
         if args.trace_jsonl:
             lines = [json.dumps({**t, "kind": str(getattr(t["kind"], "value", t["kind"])),
-                                 "at": round(t["at"] - start, 2), "task": names.get(t.get("task_id", ""), "")})
+                                 "at": round(t["at"] - start, 2), "task": names.get(t["judge_key"], "")})
                      for t in list(ev.trace or [])]
             args.trace_jsonl.write_text("".join(line + "\n" for line in lines))
 

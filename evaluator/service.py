@@ -384,7 +384,8 @@ class Evaluator:
     def _trace(self, job: dict, **phases: float) -> None:
         if self.trace is not None:
             self.trace.append({"kind": job["kind"], "candidate": bool(job.get("candidate_source")),
-                               "task_id": job["judge_key"].split("|", 1)[0], "at": time.monotonic(), **{k: round(v, 3) for k, v in phases.items()}})
+                               "judge_key": job["judge_key"], "at": time.monotonic(),
+                               **{k: round(v, 3) for k, v in phases.items()}})
 
     def gpu_lock(self):
         """Exclusive use of this GPU (timing), across threads and processes on this machine."""

@@ -17,7 +17,7 @@ from conftest import EXAMPLES, example_task, gpu
 
 from adaexplore.common.vocab import JudgeOp, Status
 from adaexplore.evaluator.judge.process import Judge
-from adaexplore.evaluator.sandbox import ring, wire
+from adaexplore.evaluator.sandbox import procs, ring, wire
 from adaexplore.evaluator.service import Evaluator
 
 SOFTMAX = (EXAMPLES / "kernels" / "softmax.py").read_text()
@@ -340,7 +340,7 @@ def test_an_evaluator_killed_outright_while_its_judge_is_stopped_leaves_no_judge
                               text=True)
     try:
         judge = int(server.stdout.readline())  # type: ignore[union-attr]
-        assert open(f"/proc/{judge}/stat").read().rsplit(")", 1)[1].split()[0] == "T"  # stopped
+        assert procs.state(judge) == "T"  # stopped
         server.kill()  # SIGKILL: no clean-up of its own runs
         server.wait(30)
         deadline = time.monotonic() + 30

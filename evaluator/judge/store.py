@@ -65,7 +65,7 @@ class OutputStore:
 
     def used_on(self, name: str) -> int:
         """Bytes held at the place called `name` ("device" or "host"; none at a place not kept)."""
-        return sum(n for kept in self._kept.values() for place, n in kept.values() if place.name == name)
+        return sum(self._held(p, self._kept) for p in self.places if p.name == name)
 
     def __contains__(self, key: str) -> bool:
         return key in self._entries

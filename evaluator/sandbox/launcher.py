@@ -12,6 +12,7 @@ from __future__ import annotations
 import queue
 import threading
 from collections.abc import Callable
+from concurrent.futures import Future
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -35,13 +36,9 @@ class Launcher:
                                                 name=self.name)
                 self._thread.start()
             requests = self._requests
-        done = threading.Event()
-        box: list = []
-        requests.put((start, done, box))
-        done.wait()
-        if isinstance(box[0], BaseException):
-            raise box[0]
-        return box[1]
+        future: Future[T] = Future()
+        requests.put((start, future))
+        return future.result()
 
     def close(self) -> None:
         """End the thread (the children it started get their parent-death signal)."""
@@ -52,13 +49,9 @@ class Launcher:
 
     @staticmethod
     def _serve(requests: queue.SimpleQueue) -> None:
-        while True:
-            request = requests.get()
-            if request is None:
-                return
-            start, done, box = request
+        while (request := requests.get()) is not None:
+            start, future = request
             try:
-                box.extend((None, start()))
+                future.set_result(start())
             except BaseException as exc:  # noqa: BLE001 - handed to the caller
-                box.append(exc)
-            done.set()
+                future.set_exception(exc)
