@@ -112,6 +112,14 @@ class HttpServer:
     def log_text(self) -> str:
         return (self.data_dir / f"server-{self.port}.log").read_text(errors="replace")
 
+    def log_text_once(self, needle: str, timeout: float = 10.0) -> str:
+        """The log once it holds `needle`: access lines are written after a response ends,
+        so a client can have its answer a moment before the line is there."""
+        deadline = time.monotonic() + timeout
+        while needle not in (text := self.log_text()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return text
+
     def kill(self) -> None:
         """SIGKILL the server and everything it started (its own process group)."""
         if self.proc and self.proc.poll() is None:

@@ -138,12 +138,13 @@ def test_health_metrics_and_access_log_over_plain_http(served):
     assert "adaexplore_evaluation_queue_depth" in body and "adaexplore_evaluation_seconds_bucket" in body
     assert 'adaexplore_tool_seconds_count{tool="get_node"}' in body
     assert "adaexplore_memory_rules" in body
-    lines = [orjson.loads(line) for line in srv.log_text().splitlines() if line.startswith('{"time"')]
+    log = srv.log_text_once('"path":"/metrics"')
+    lines = [orjson.loads(line) for line in log.splitlines() if line.startswith('{"time"')]
     mcp_lines = [e for e in lines if e["path"] == "/mcp" and e["method"] == "POST"]
     assert mcp_lines and {"tok-write", "tok-read"} <= {e["token"] for e in mcp_lines}
     assert all({"time", "method", "path", "status", "duration_ms", "token"} <= e.keys() for e in lines)
     assert any(e["path"] == "/metrics" and e["status"] == 200 for e in lines)
-    assert not any(t in srv.log_text() for t in tok.values())
+    assert not any(t in log for t in tok.values())
 
 
 def test_data_directory_is_owner_only_under_umask_022(served):
