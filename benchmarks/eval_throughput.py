@@ -87,6 +87,7 @@ def trace_table(trace: list[dict]) -> list[str]:
     groups: dict[str, list[dict]] = {}
     for e in trace:
         name = e["kind"] + (" (candidate)" if e["kind"] == "timing" and e["candidate"] else
+                            " (torch.compile baseline)" if e["kind"] == "timing" and e.get("compile") else
                             " (baseline)" if e["kind"] == "timing" else "")
         if e.get("paused") == 0.0:  # measured again: the paused measurement saw a shared GPU
             name += ", measured again after the others finished"

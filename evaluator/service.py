@@ -32,6 +32,7 @@ from .sandbox.gpu_lock import GpuLock, default_lock_dir, physical_gpu_id
 from .sandbox.pool import WorkerPool, WorkerResult
 from .sandbox.procs import physical_memory
 from .sandbox.ring import Geometry
+from .slots import Slots
 from .stats import contended, summarize
 from .task import Task, source_hash
 from .verdict import (
@@ -171,7 +172,8 @@ class Evaluator:
                                  host_budget_bytes=judge_host_budget_bytes)
         self.max_parallel = max_parallel or default_parallel(self.is_gpu)
         self.cores = cores or usable_cores()  # the cores this evaluator's workers share
-        self._slots = threading.BoundedSemaphore(self.max_parallel)
+        # torch.compile baselines run in the background of these slots unless someone waits for them.
+        self._slots = Slots(self.max_parallel)
         self._memory: DeviceMemory | None = None  # device memory admission, sized on first use
         self._memory_guard = threading.Lock()
         self._peaks: dict[str, int] = {}  # judge key -> the reference's peak device memory
@@ -242,10 +244,10 @@ class Evaluator:
                                       max_file_bytes=self.sandbox_tmp_bytes).to_job()
         return job
 
-    def _sink(self, job: dict, before_timing: Callable[[], None] | None = None):
+    def _sink(self, job: dict, measured: Callable[[], None] | None = None):
         """Where each frame's outputs go: the reference's into the judge's store, a candidate's
         (and a compiled reference's) to the judge for comparison, a baseline's timing run nowhere.
-        `before_timing` is called when a timing report's outputs arrive (the measurement is over)."""
+        `measured` is called when a timing report arrives, before its outputs: the measurement is over."""
         key, tolerance = job["judge_key"], job["protocol"].get("tolerance")
         reference, candidate = job["kind"] == Job.reference, bool(job.get("candidate_source"))
         checked = output_checked(job)  # a compiled reference is checked like a kernel
@@ -259,9 +261,9 @@ class Evaluator:
             if candidate and kind == Kind.trial:
                 trial = int(head.get("trial", 0))
                 return self.judge.receiver(key, f"trial:{trial}", "compare", metas, tolerance, trial)
+            if kind == Kind.timing and measured is not None:
+                measured()
             if checked and kind == Kind.timing:
-                if before_timing is not None:
-                    before_timing()
                 return self.judge.receiver(key, "check", "compare", metas, tolerance, -1)
             if candidate and kind == Kind.compiled and len(metas) == 1 and metas[0]["dtype"] == "uint8" \
                     and wire.meta_nbytes(metas[0]) <= COMPILED_MAX_BYTES:
@@ -283,7 +285,7 @@ class Evaluator:
         reserved, beside others; any other such job, with the device to itself."""
         reserved = ALONE if alone else reserve if reserve is not None else self._reservation(job)
         t0 = time.monotonic()
-        with self._slots, self.device_memory().reserve(reserved):
+        with self._slots.hold(self._background(job)), self.device_memory().reserve(reserved):
             hold = self.gpu_shared() if gpu == "shared" else self.gpu_lock() if gpu == "exclusive" else nullcontext()
             with hold, self._ring(job) as ring:
                 t1 = time.monotonic()
@@ -381,9 +383,15 @@ class Evaluator:
         candidate = bool(job.get("candidate_source"))
         return self.device_memory().estimate(self._peaks.get(key), candidate, timing=job["kind"] == Job.timing)
 
+    def _background(self, job: dict) -> bool:
+        """Whether a job yields its slot's turn to others: a torch.compile baseline, which no
+        result waits for unless `wait_for_compile` (see `Slots`)."""
+        return bool(job.get("compile")) and not self.wait_for_compile
+
     def _trace(self, job: dict, **phases: float) -> None:
         if self.trace is not None:
             self.trace.append({"kind": job["kind"], "candidate": bool(job.get("candidate_source")),
+                               "compile": bool(job.get("compile")),
                                "judge_key": job["judge_key"], "at": time.monotonic(),
                                **{k: round(v, 3) for k, v in phases.items()}})
 
@@ -423,18 +431,30 @@ class Evaluator:
         """Run a gated job: it prepares beside other work (the GPU held shared), then waits at its
         gate, where `at_gate()`, if given, decides whether it is measured (False kills it there).
         Measured, it holds the GPU exclusively, with this evaluator's other workers paused (if
-        `pause`) and the judge stopped until it reports. Returns its result and whether it was
-        measured."""
+        `pause`) and the judge stopped, until it reports: what it does after its report (its
+        outputs sent, its CUDA context torn down as it exits) runs beside other work. Returns its
+        result and whether it was measured."""
         wake = threading.Event()
+        reported = threading.Event()  # its timing report is in (or it ended): the measurement is over
         t0 = time.monotonic()
         judge_stop = self.judge.stop_for_measurement()
-        with self._slots, self.device_memory().reserve(ALONE if alone else self._reservation(reserve_as or job)), \
+
+        def measured() -> None:
+            judge_stop.resume()
+            reported.set()
+
+        def ended(_f: object) -> None:
+            wake.set()
+            reported.set()
+
+        with self._slots.hold(self._background(job)), \
+                self.device_memory().reserve(ALONE if alone else self._reservation(reserve_as or job)), \
                 self._ring(job) as ring:
             with self.gpu_shared():
                 t1 = time.monotonic()
                 submitted = self.pool.submit(job, timeout_s, on_ready=wake.set, on_message=on_message,
-                                             sink=self._sink(job, before_timing=judge_stop.resume), ring=ring)
-                submitted.future.add_done_callback(lambda _f: wake.set())
+                                             sink=self._sink(job, measured=measured), ring=ring)
+                submitted.future.add_done_callback(ended)
                 early = self.pool.wait(submitted, until=wake)
             t2 = time.monotonic()
             waiting = early is None and not submitted.future.done()
@@ -449,10 +469,12 @@ class Evaluator:
             with self.gpu.exclusive(keep=submitted.job_id, pause=pause), judge_stop:
                 t3 = time.monotonic()
                 self.pool.open_gate(submitted.job_id)
-                res = self.pool.wait(submitted)
+                self.pool.wait(submitted, until=reported)
+                t4 = time.monotonic()
+            res = self.pool.wait(submitted)
         assert res is not None  # a wait without `until` always returns the result
-        self._trace(job, queued_s=t1 - t0, setup_s=t2 - t1, gpu_wait_s=t3 - t2, measure_s=time.monotonic() - t3,
-                    paused=float(pause), **res.phases())
+        self._trace(job, queued_s=t1 - t0, setup_s=t2 - t1, gpu_wait_s=t3 - t2, exclusive_s=t4 - t3,
+                    measure_s=time.monotonic() - t3, paused=float(pause), **res.phases())
         return res, True
 
     # --- reference --------------------------------------------------------------------

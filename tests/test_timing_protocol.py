@@ -244,6 +244,33 @@ def test_the_judge_is_stopped_while_a_candidate_is_measured_and_runs_again_to_ch
         assert procs.state(ev.judge.pid()) != "T"
 
 
+
+LINGERS_AFTER_ITS_REPORT = """
+import os as _os
+import time as _time
+
+_real_exit = _os._exit
+
+
+def _linger_then_exit(code):
+    _time.sleep(3)
+    _real_exit(code)
+
+
+_os._exit = _linger_then_exit
+"""
+
+
+def test_a_candidate_that_lingers_after_its_timing_report_does_not_keep_the_gpu_to_itself(tmp_path):
+    task = example_task("softmax", warmup_runs=1, timed_runs=3)
+    source = (EXAMPLES / "kernels" / "softmax.py").read_text() + LINGERS_AFTER_ITS_REPORT
+    with Evaluator(work_dir=tmp_path, cpu_timing=True, baselines=("eager",), trace=True) as ev:
+        result = ev.evaluate(task, source)
+        assert result.status is Status.correct and result.timing is not None, result.feedback(300)
+        timed = [t for t in ev.trace if t["kind"] == "timing" and t["candidate"]]
+    assert timed and all(t["measure_s"] >= 3.0 for t in timed)  # the job itself ran on past its report
+    assert all(t["exclusive_s"] < 2.0 for t in timed), timed  # the GPU was everyone's again at the report
+
 # --- baseline cache ---------------------------------------------------------------------------------
 
 
