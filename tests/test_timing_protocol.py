@@ -244,7 +244,6 @@ def test_the_judge_is_stopped_while_a_candidate_is_measured_and_runs_again_to_ch
         assert procs.state(ev.judge.pid()) != "T"
 
 
-
 LINGERS_AFTER_ITS_REPORT = """
 import os as _os
 import time as _time
@@ -270,6 +269,7 @@ def test_a_candidate_that_lingers_after_its_timing_report_does_not_keep_the_gpu_
         timed = [t for t in ev.trace if t["kind"] == "timing" and t["candidate"]]
     assert timed and all(t["measure_s"] >= 3.0 for t in timed)  # the job itself ran on past its report
     assert all(t["exclusive_s"] < 2.0 for t in timed), timed  # the GPU was everyone's again at the report
+
 
 # --- baseline cache ---------------------------------------------------------------------------------
 
