@@ -153,6 +153,14 @@ case "${1:-tests}" in
     timeout 585 python3 benchmarks/vs_field.py --problems .kb --field-harness .kbh/run_harness.py \
       --json-out "$out/vs_field.json" --markdown "$out/vs_field.md" "$@" 2> "$out/vs_field.log"
     cat "$out/vs_field.md"; tail -25 "$out/vs_field.log" ;;
+  vs-field-scan)  # ours only, once per worker count in $SCAN (e.g. SCAN="8 12 14"), other arguments as vs-field;
+    # a diagnostic of how many workers at once the machine can use (no ratio: the field does not run)
+    shift
+    for p in ${SCAN:-8 12}; do
+      timeout "${SCAN_S:-200}" python3 benchmarks/vs_field.py --problems .kb --ours-only --parallel "$p" \
+        --json-out "$out/scan_$p.json" --markdown "$out/scan_$p.md" "$@" 2> "$out/scan_$p.log"
+      echo "== $p workers"; grep -E "^\| ours|round 2|^\| (candidate|timing|reference)" "$out/scan_$p.md"
+    done ;;
   vs-field-pair)  # both shapes at once on a two-GPU machine: search on GPU 0, first contact on GPU 1,
     # each process on its half of the cores
     shift

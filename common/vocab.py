@@ -135,6 +135,8 @@ class Phase(Name):
     forward = "forward_s"  # the other forwards of the correctness trials
     retune = "retune_s"  # autotuners tuning again on the quiet GPU (timing)
     timed = "timed_s"  # the timed runs
+    compile = "compile_s"  # Triton compiling (within the phases above), running through others' measurements
+    held = "held_s"  # after a compile, waiting for another job's measurement to end
     send = "send_s"  # reports and outputs sent, at the pace the evaluator reads them
 
 

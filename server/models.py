@@ -146,6 +146,9 @@ class ProtocolOverrides(Out):
     tolerance: Literal["default", "strict", "fp32", "loose"] | None = None
     warmup_runs: int | None = Field(None, ge=0, le=1000)
     timed_runs: int | None = Field(None, ge=1, le=10000)
+    timed_budget_ms: float | None = Field(None, ge=0, le=60000, description=(
+        "timed runs stop after about this long once 20 have run, at most timed_runs (default 100 ms; "
+        "0: always timed_runs)"))
     timeout_s: float | None = Field(None, gt=0, le=600)
 
 

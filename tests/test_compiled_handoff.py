@@ -112,7 +112,8 @@ def test_the_timing_job_finds_what_the_correctness_job_of_the_same_candidate_com
         if os.path.exists(os.path.join(os.environ["TRITON_CACHE_DIR"], "handed-on", "marker")):
             raise RuntimeError("saw another candidate's kernels")
     ''') + kernel
-    with Evaluator(device="cpu", work_dir=tmp_path, cpu_timing=True, baselines=("eager",)) as ev:
+    # A timing job of its own (as a confirmation is), not the correctness job's process timing it.
+    with Evaluator(device="cpu", work_dir=tmp_path, cpu_timing=True, baselines=("eager",), one_process=False) as ev:
         result = ev.evaluate(task, source)
         others = ev.evaluate(task, other)
         isolated = ev.sandbox_level() == confine.LEVEL_FULL

@@ -19,7 +19,7 @@ from adaexplore.evaluator.service import Evaluator
 from adaexplore.evaluator.stats import contended, summarize
 from adaexplore.evaluator.verdict import escaped_work, timing_verdict
 from adaexplore.evaluator.worker import harness, jobs
-from adaexplore.evaluator.worker.timing import time_on_host
+from adaexplore.evaluator.worker.timing import runs_within, time_on_host
 
 # --- statistics ------------------------------------------------------------------------------
 
@@ -126,6 +126,22 @@ def test_host_timer_calls_prepare_outside_each_run():
                      ("prep", 0), ("run", 0), ("prep", 1), ("run", 1), ("prep", 2), ("run", 2)]
 
 
+def test_timed_runs_stop_at_the_time_budget_but_never_below_the_least_or_above_the_most():
+    assert runs_within(100.0, 2.7, least=20, most=100) == 38  # a 2.7 ms kernel: 38 runs fill 100 ms
+    assert runs_within(100.0, 0.05, least=20, most=100) == 100  # a short kernel gets every run
+    assert runs_within(100.0, 11.0, least=20, most=100) == 20  # a long one still gets the least
+    assert runs_within(100.0, 11.0, least=20, most=3) == 3  # and never more than asked for
+    assert runs_within(0.0, 2.7, least=20, most=100) == 100  # no budget: every run
+
+
+def test_the_host_timer_sizes_its_runs_by_what_the_warmup_took():
+    import torch
+
+    measured = time_on_host(lambda i: time.sleep(0.01), lambda i: None, warmup=2, runs=100,
+                            flush_l2=False, device=torch.device("cpu"), budget_ms=60.0, least=2)
+    assert 2 <= len(measured.event_ms) <= 6  # about 60 ms of 10 ms runs, not 100 of them
+
+
 def test_many_timed_candidates_through_few_slots_all_finish(tmp_path):
     """Timing jobs wait for the GPU while holding worker slots; correctness runs must never
     hold the GPU while they wait for a slot, or the two wait on each other forever."""
@@ -149,17 +165,20 @@ def test_a_new_best_is_confirmed_by_a_second_measurement_and_a_slower_kernel_is_
     task = example_task("softmax", warmup_runs=1, timed_runs=3)
     source = (EXAMPLES / "kernels" / "softmax.py").read_text()
     with Evaluator(work_dir=tmp_path, cpu_timing=True, baselines=("eager",), trace=True) as ev:
+        # The best to beat before any kernel is the reference, which the interpreter never beats
+        # on the CPU: here the task's best so far is slower than anything.
+        ev._best_ms[ev.judge_key(task, task.protocol)] = float("inf")
         first = ev.evaluate(task, source)
         assert first.status is Status.correct, first.feedback(300)
         assert "confirmed by a second, independent measurement" in first.timing_note
         assert "confirmed by a second" in first.feedback()
-        timed = [t for t in ev.trace if t["kind"] == "timing" and t["candidate"]]
+        timed = [t for t in ev.trace if t["candidate"] and "measure_s" in t]  # jobs that measured it
         assert len(timed) == 2  # the first correct kernel of a task is a new best: measured twice
         # A kernel no faster than the best reported so far is reported from one measurement.
         ev._best_ms[ev.judge_key(task, task.protocol)] = 0.0
         second = ev.evaluate(task, source + "\n# another copy\n")
         assert second.status is Status.correct and second.timing_note is None
-        assert len([t for t in ev.trace if t["kind"] == "timing" and t["candidate"]]) == 3
+        assert len([t for t in ev.trace if t["candidate"] and "measure_s" in t]) == 3
 
 
 def timed_at(median_ms: float) -> EvalResult:
@@ -197,10 +216,41 @@ def test_kernels_timed_together_wait_for_a_faster_ones_confirmation_instead_of_e
     assert "a new best" in (results["a"].timing_note or "") and "a new best" in (results["c"].timing_note or "")
 
 
+def confirming_evaluator(tmp_path, measured: list[str], second_ms: float) -> Evaluator:
+    """An evaluator whose confirmations are not run but noted in `measured`, at `second_ms`."""
+    ev = Evaluator(device="cpu", work_dir=tmp_path, baselines=("eager",))
+    ev._time_candidate = lambda task, source, *_a, **_k: measured.append(source) or timed_at(second_ms)
+    return ev
+
+
+def test_a_kernel_within_a_percent_of_the_best_is_a_tie_measured_once_and_says_so(tmp_path):
+    task = example_task("softmax")
+    measured: list[str] = []
+    with confirming_evaluator(tmp_path, measured, 0.5) as ev:
+        ev._best_ms[ev.judge_key(task, task.protocol)] = 1.0
+        tie = ev._confirm_if_best(task, "a", task.protocol, Reference(), timed_at(0.995), timed_at(0.995))
+        slower = ev._confirm_if_best(task, "b", task.protocol, Reference(), timed_at(1.2), timed_at(1.2))
+        faster = ev._confirm_if_best(task, "c", task.protocol, Reference(), timed_at(0.9), timed_at(0.9))
+    assert measured == ["c"]
+    assert "a tie, not a new best" in (tie.timing_note or "") and tie.timing.median_ms == 0.995
+    assert slower.timing_note is None
+    assert "a new best" in (faster.timing_note or "")
+
+
+def test_before_any_kernel_the_best_to_beat_is_the_eager_reference(tmp_path):
+    task = example_task("softmax")
+    measured: list[str] = []
+    reference = Reference(timing=timed_at(2.0).timing)
+    with confirming_evaluator(tmp_path, measured, 1.0) as ev:
+        for source, ms in (("no faster than the reference", 2.5), ("ties it", 1.99), ("beats it", 1.0)):
+            ev._confirm_if_best(task, source, task.protocol, reference, timed_at(ms), timed_at(ms))
+    assert measured == ["beats it"]
+
+
 def test_the_trace_shows_where_each_jobs_time_went_as_its_worker_reports_it(tmp_path):
     task = example_task("softmax", warmup_runs=1, timed_runs=3)
     source = (EXAMPLES / "kernels" / "softmax.py").read_text()
-    with Evaluator(work_dir=tmp_path, cpu_timing=True, baselines=("eager",), trace=True) as ev:
+    with Evaluator(work_dir=tmp_path, cpu_timing=True, baselines=("eager",), trace=True, one_process=False) as ev:
         result = ev.evaluate(task, source)
         trace = list(ev.trace or [])
     assert result.status is Status.correct, result.feedback(300)
@@ -215,6 +265,20 @@ def test_the_trace_shows_where_each_jobs_time_went_as_its_worker_reports_it(tmp_
     assert all(t["timed_s"] <= t["measure_s"] + 0.01 for t in timed)
     parts = sum(candidate[k] for k in ("start_s", "cuda_s", "load_s", "inputs_s", "first_s", "forward_s"))
     assert parts <= candidate["run_s"] + 0.01
+
+
+def test_the_trace_of_a_candidate_checked_and_timed_in_one_process_splits_its_setup_from_its_measurement(tmp_path):
+    task = example_task("softmax", warmup_runs=1, timed_runs=3)
+    source = (EXAMPLES / "kernels" / "softmax.py").read_text()
+    with Evaluator(work_dir=tmp_path, cpu_timing=True, baselines=("eager",), trace=True) as ev:
+        result = ev.evaluate(task, source)
+        trace = list(ev.trace or [])
+    assert result.status is Status.correct, result.feedback(300)
+    candidate = next(t for t in trace if t["kind"] == "candidate")
+    assert {"setup_s", "measure_s", "start_s", "load_s", "first_s", "forward_s"} <= candidate.keys()
+    # What the worker did before its gate (its trials) fits within the setup the evaluator saw.
+    parts = sum(candidate[k] for k in ("start_s", "cuda_s", "load_s", "inputs_s", "first_s", "forward_s"))
+    assert parts <= candidate["setup_s"] + 0.01
 
 
 def test_a_worker_cannot_put_names_of_its_own_into_the_trace():
@@ -266,7 +330,7 @@ def test_a_candidate_that_lingers_after_its_timing_report_does_not_keep_the_gpu_
     with Evaluator(work_dir=tmp_path, cpu_timing=True, baselines=("eager",), trace=True) as ev:
         result = ev.evaluate(task, source)
         assert result.status is Status.correct and result.timing is not None, result.feedback(300)
-        timed = [t for t in ev.trace if t["kind"] == "timing" and t["candidate"]]
+        timed = [t for t in ev.trace if t["candidate"] and "measure_s" in t]  # the jobs that measured it
     assert timed and all(t["measure_s"] >= 3.0 for t in timed)  # the job itself ran on past its report
     assert all(t["exclusive_s"] < 2.0 for t in timed), timed  # the GPU was everyone's again at the report
 
@@ -626,6 +690,7 @@ def test_in_one_process_a_correct_kernel_is_timed_where_it_was_checked_and_a_wro
     with Evaluator(work_dir=tmp_path, cpu_timing=True, baselines=("eager",), trace=True, one_process=True) as ev:
         ev.validate_task(task)
         ev.trace.clear()
+        ev._best_ms[ev.judge_key(task, task.protocol)] = float("inf")  # any kernel is a new best (see above)
         good = ev.evaluate(task, (kernels / "softmax.py").read_text())
         assert good.status is Status.correct and good.timing is not None and good.speedup is not None
         assert good.trials_passed == good.trials and good.triton_launches > 0
@@ -691,6 +756,7 @@ def test_on_the_gpu_one_process_times_a_correct_kernel_where_it_was_checked(tmp_
     with Evaluator(work_dir=tmp_path, baselines=("eager",), trace=True, one_process=True) as ev:
         ev.validate_task(task)
         ev.trace.clear()
+        ev._best_ms[ev.judge_key(task, task.protocol)] = float("inf")  # any kernel is a new best (see above)
         good = ev.evaluate(task, (kernels / "softmax.py").read_text())
         assert good.status is Status.correct and good.timing is not None and good.timing.method == "cuda_events"
         # Checked and timed in one process (measured), then the new best confirmed in a fresh one.

@@ -6,7 +6,9 @@ descriptor passing): the forked child writes its results straight into that pipe
 outputs never pass through this process. This process only manages lives: it answers with
 each child's exit status and captured output, enforces deadlines, relays the timing gate
 (a child that is ready to measure waits until the evaluator holds the GPU for it), and
-pauses the other children while one measures (their deadlines stand still meanwhile).
+pauses the other children while one measures (their deadlines stand still meanwhile), but for
+those compiling Triton kernels, which go on and wait on their own before any GPU work
+(`compile_mark`).
 
 It never initializes CUDA, so each forked child can. It is single-threaded on purpose:
 forking a threaded process is unsafe. Each child gets its own process group, a process-count
@@ -30,6 +32,7 @@ import time
 
 from ...common.vocab import Job, Op, Phase, Reply
 from . import confine
+from .compile_mark import CompileMark
 from .procs import adopt_orphans, children_of, die_with_parent, until_stopped
 
 KEEP_ENV = ("PATH", "TRITON_INTERPRET", "TRITON_CACHE_DIR", "CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH",
@@ -43,9 +46,11 @@ SWEEP_EVERY_S = 1.0  # how often orphans that candidates left behind are looked 
 
 class Child:
     def __init__(self, job_id: str, pid: int, timeout_s: float, scratch: str, gate: socket.socket | None,
-                 pidfd: int | None, cgroup: str | None = None, setup_fd: int | None = None) -> None:
+                 pidfd: int | None, cgroup: str | None = None, setup_fd: int | None = None,
+                 mark: CompileMark | None = None) -> None:
         self.job_id, self.pid, self.timeout_s, self.scratch = job_id, pid, timeout_s, scratch
-        self.cgroup, self.setup_fd = cgroup, setup_fd
+        self.cgroup, self.setup_fd, self.mark = cgroup, setup_fd, mark
+        self.held_since: float | None = None  # left running (compiling) through a measurement since
         self.killed_for: str | None = None  # why this side killed it, if it did
         self.gate, self.pidfd = gate, pidfd
         self.started = time.monotonic()
@@ -134,6 +139,7 @@ class Zygote:
         # The child writes one byte here once it is confined, before any task or candidate code:
         # a child that ends without it failed to set up, which is ours, not the kernel's.
         setup_r, setup_w = os.pipe()
+        mark = CompileMark()
         try:
             pid = os.fork()
         except OSError as exc:
@@ -141,6 +147,7 @@ class Zygote:
                 os.close(fd)
             os.close(setup_r)
             os.close(setup_w)
+            mark.close()
             self.limits.remove(cgroup)
             for sock in (gate, gate_child):
                 if sock is not None:
@@ -152,17 +159,18 @@ class Zygote:
             if gate is not None:
                 gate.close()
             os.close(setup_r)
-            self._become_worker(job, result_fd, scratch, keep=gate_child, cgroup=cgroup, setup=setup_w)
+            self._become_worker(job, result_fd, scratch, keep=gate_child, cgroup=cgroup, setup=setup_w, mark=mark)
         for fd in (result_fd, *extra_fds):
             os.close(fd)
         os.close(setup_w)
+        mark.forked(child=False)
         os.set_blocking(setup_r, False)
         pidfd = None
         try:  # readable the moment the child exits; otherwise the loop polls
             pidfd = os.pidfd_open(pid)
         except (AttributeError, OSError):
             pass
-        child = Child(job_id, pid, timeout_s, scratch, gate, pidfd, cgroup=cgroup, setup_fd=setup_r)
+        child = Child(job_id, pid, timeout_s, scratch, gate, pidfd, cgroup=cgroup, setup_fd=setup_r, mark=mark)
         self.children[job_id] = child
         if gate is not None:
             gate_child.close()  # type: ignore[union-attr]  # set for every child that has a gate
@@ -172,7 +180,7 @@ class Zygote:
             self.sel.register(pidfd, selectors.EVENT_READ, ("exit", child))
 
     def _become_worker(self, job: dict, w: int, scratch: str, keep: socket.socket | None, cgroup: str | None,
-                       setup: int) -> None:
+                       setup: int, mark: CompileMark) -> None:
         code = 70
         forked_at = time.monotonic()
         try:
@@ -185,11 +193,14 @@ class Zygote:
             for child in self.children.values():
                 others += [c for c in (child.gate.fileno() if child.gate else None, child.pidfd, child.setup_fd)
                            if c is not None]
+                if child.mark is not None:  # nor another child's mark: it could not vouch for that child
+                    child.mark.close()
             for fd in others:
                 try:
                     os.close(fd)
                 except OSError:
                     pass
+            mark.forked(child=True)
             confine.ProcessLimit.join(cgroup)
             os.chdir(scratch)
             devnull = os.open(os.devnull, os.O_RDONLY)
@@ -215,8 +226,9 @@ class Zygote:
 
                 torch.set_num_threads(int(job["threads"]))
             from .. import profile as profiling
-            from ..worker import footprint, jobs
+            from ..worker import footprint, jobs, timing
             from ..worker.harness import Reporter
+            from .compile_mark import install
             from .ring import Geometry, RingWriter
 
             runner = {Job.reference: jobs.run_reference, Job.candidate: jobs.run_candidate,
@@ -226,6 +238,7 @@ class Zygote:
             writer = RingWriter(int(ring["fd"]), int(ring["credit_fd"]), Geometry.from_job(ring)) if ring else None
             rep = Reporter(w, job.get("nonce"), gate=keep.fileno() if keep else None, ring=writer)
             rep.phases[Phase.start] = time.monotonic() - forked_at  # the sandbox, imports: before any job code
+            install(mark, timing.drain_device, tally=rep.phases)
             runner(job, rep)
             code = 0
         except BaseException:  # noqa: BLE001 - the parent reads the exit code
@@ -246,11 +259,15 @@ class Zygote:
             pass
 
     def _pause(self, keep: str | None) -> None:
-        """Stop every running child but `keep` (a timing is about to measure); their clocks stop too."""
+        """Stop every running child but `keep` (a timing is about to measure) and those compiling,
+        which go on and wait on their own once done; the stopped children's clocks stop too."""
         now = time.monotonic()
         stopped = []
         for child in self.children.values():
             if child.job_id == keep or child.paused_left is not None or child.status is not None:
+                continue
+            if child.mark is not None and child.mark.hold():
+                child.held_since = now
                 continue
             try:
                 os.killpg(child.pid, signal.SIGSTOP)
@@ -265,6 +282,13 @@ class Zygote:
     def _resume(self) -> None:
         now = time.monotonic()
         for child in self.children.values():
+            if child.held_since is not None and child.mark is not None:
+                # Time spent waiting for the measurement to end is not the kernel's.
+                if child.mark.waiting() and child.paused_left is None:
+                    child.deadline += now - child.held_since
+                child.held_since = None
+            if child.mark is not None:
+                child.mark.release()  # before SIGCONT: a resumed child must find the hold gone
             if child.paused_left is None:
                 continue
             child.deadline = now + child.paused_left
@@ -328,6 +352,9 @@ class Zygote:
     def _finish(self, child: Child) -> None:
         del self.children[child.job_id]
         self._close_gate(child)
+        if child.mark is not None:
+            child.mark.close()
+            child.mark = None
         if child.pidfd is not None:
             self.sel.unregister(child.pidfd)
             os.close(child.pidfd)

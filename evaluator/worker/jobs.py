@@ -326,7 +326,8 @@ def _time(job, rep, model, task, protocol: EvalProtocol, device, flag_guard: gua
     def measure():
         with rep.lap(Phase.timed):
             return timing.time_model(run, prepare, warmup=protocol.warmup_runs, runs=protocol.timed_runs,
-                                     flush_l2=protocol.flush_l2, device=device)
+                                     flush_l2=protocol.flush_l2, device=device, budget_ms=protocol.timed_budget_ms,
+                                     least=protocol.min_timed_runs)
 
     measured = measure()
     if any(dict(t.cache) != chosen[id(t)] for t in tuners):

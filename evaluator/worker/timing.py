@@ -10,6 +10,7 @@ warm parent before any candidate code exists, so a candidate that replaces
 
 from __future__ import annotations
 
+import math
 import time
 from typing import Callable, NamedTuple
 
@@ -24,6 +25,12 @@ _synchronize = torch.cuda.synchronize
 L2_FLUSH_BYTES = 256 * 1024 * 1024  # larger than any current GPU's L2 (H200: 60 MB)
 
 
+def drain_device() -> None:
+    """Wait for this process's queued GPU work, if it has started CUDA at all."""
+    if torch.cuda.is_initialized():
+        _synchronize()
+
+
 class Measured(NamedTuple):
     """What a timing loop saw: per-run event times, how long the device still worked after a
     call returned (a few runs), per-run L2-flush times, and the last output."""
@@ -34,21 +41,36 @@ class Measured(NamedTuple):
     out: object
 
 
+def runs_within(budget_ms: float, per_run_ms: float, least: int, most: int) -> int:
+    """How many timed runs fit in `budget_ms` at `per_run_ms` each, kept within [least, most]
+    (all `most` when there is no budget)."""
+    if budget_ms <= 0 or per_run_ms <= 0:
+        return most
+    return max(min(least, most), min(most, math.ceil(budget_ms / per_run_ms)))
+
+
 def time_on_gpu(run: Callable[[int], object], prepare: Callable[[int], None], *, warmup: int, runs: int,
-                flush_l2: bool, device: torch.device) -> Measured:
+                flush_l2: bool, device: torch.device, budget_ms: float = 0.0, least: int = 1) -> Measured:
     """Time `run(i)` with CUDA events around each call, flushing L2 before each.
 
     `prepare(i)` is called before the flush, outside the timed region (it refreshes inputs).
-    The flush is timed too (see `contended`). A few more runs measure, with the host clock and
-    a device-wide synchronize, how long the device keeps working after `run` returned: work
-    that escapes the current stream shows there and not in the events.
+    The flush is timed too (see `contended`). The warm-up runs, timed as a whole on the host,
+    say how long a run takes, and so how many of the `runs` fit in `budget_ms` (at least
+    `least`). A few more runs measure, with the host clock and a device-wide synchronize, how
+    long the device keeps working after `run` returned: work that escapes the current stream
+    shows there and not in the events.
     """
     flush = torch.empty(L2_FLUSH_BYTES // 4, dtype=torch.float32, device=device) if flush_l2 else None
     out = None
-    for i in range(warmup):
+    _synchronize(device)
+    started = _perf_counter()
+    for i in range(max(1, warmup)):
         prepare(i)
+        if flush is not None:
+            flush.zero_()
         out = run(i)
     _synchronize(device)
+    runs = runs_within(budget_ms, (_perf_counter() - started) * 1e3 / max(1, warmup), least, runs)
     flushes, starts, ends = ([_Event(enable_timing=True) for _ in range(runs)] for _ in range(3))
     for i in range(runs):
         prepare(i)
@@ -76,16 +98,18 @@ def time_on_gpu(run: Callable[[int], object], prepare: Callable[[int], None], *,
 
 
 def time_on_host(run: Callable[[int], object], prepare: Callable[[int], None], *, warmup: int, runs: int,
-                 flush_l2: bool, device: torch.device) -> Measured:
+                 flush_l2: bool, device: torch.device, budget_ms: float = 0.0, least: int = 1) -> Measured:
     """The same loop on the CPU with host clocks (no events, no flush, nothing can escape).
 
     Only for exercising the timing path without a GPU (dry runs, tests); the evaluator
     reports no CPU timings by default.
     """
     out = None
-    for i in range(warmup):
+    started = _perf_counter()
+    for i in range(max(1, warmup)):
         prepare(i)
         out = run(i)
+    runs = runs_within(budget_ms, (_perf_counter() - started) * 1e3 / max(1, warmup), least, runs)
     samples = []
     for i in range(runs):
         prepare(i)
@@ -96,7 +120,8 @@ def time_on_host(run: Callable[[int], object], prepare: Callable[[int], None], *
 
 
 def time_model(run: Callable[[int], object], prepare: Callable[[int], None], *, warmup: int, runs: int,
-               flush_l2: bool, device: torch.device) -> Measured:
+               flush_l2: bool, device: torch.device, budget_ms: float = 0.0, least: int = 1) -> Measured:
     """CUDA events on a GPU, host clocks elsewhere."""
     timer = time_on_gpu if device.type == "cuda" else time_on_host
-    return timer(run, prepare, warmup=warmup, runs=runs, flush_l2=flush_l2, device=device)
+    return timer(run, prepare, warmup=warmup, runs=runs, flush_l2=flush_l2, device=device, budget_ms=budget_ms,
+                 least=least)
