@@ -70,6 +70,7 @@ class CompileMark:
             pass
 
     def waiting(self) -> bool:
+        """Whether the child is done compiling and waits for the measurement to end."""
         return self.mem[_STATE] == WAITING
 
     def forked(self, child: bool) -> None:
@@ -108,6 +109,13 @@ class CompileMark:
                     tally[phase.value] = tally.get(phase.value, 0.0) + seconds
 
 
+# Where Triton looks its compilers up when it compiles: the kernel compiler (in its module, and in
+# the package, the name the JIT imports), and the function that runs the C compiler for launchers
+# (some versions import it into the NVIDIA driver's module).
+_COMPILERS = (("triton.compiler.compiler", "compile"), ("triton.compiler", "compile"),
+              ("triton.runtime.build", "_build"), ("triton.backends.nvidia.driver", "_build"))
+
+
 def install(mark: CompileMark, synchronize: Callable[[], None] | None, tally: dict[str, float] | None = None) -> None:
     """In a child: Triton's compiles run under `mark`: its kernel compiler, and the C compiler it
     runs for its launchers (`_build`, wherever Triton's runtime looks it up). Queued GPU work is
@@ -117,12 +125,12 @@ def install(mark: CompileMark, synchronize: Callable[[], None] | None, tally: di
     break the capture)."""
     import importlib
 
+    import torch
+
     main = threading.main_thread()
 
     def capturing() -> bool:
         try:
-            import torch
-
             return torch.cuda.is_initialized() and torch.cuda.is_current_stream_capturing()
         except Exception:  # noqa: BLE001 - whatever torch says, the compile goes on unmarked
             return True
@@ -147,12 +155,3 @@ def install(mark: CompileMark, synchronize: Callable[[], None] | None, tally: di
         original = getattr(module, name, None)
         if callable(original) and not hasattr(original, "__wrapped__"):
             setattr(module, name, marked(original))
-    import triton.compiler
-
-    triton.compiler.compile = importlib.import_module("triton.compiler.compiler").compile  # the name the JIT imports
-
-
-# Where Triton's compilers are looked up when it compiles: the kernel compiler, and the function
-# that runs the C compiler for launchers (some versions import it into the NVIDIA driver's module).
-_COMPILERS = (("triton.compiler.compiler", "compile"), ("triton.runtime.build", "_build"),
-              ("triton.backends.nvidia.driver", "_build"))

@@ -282,12 +282,11 @@ class Zygote:
     def _resume(self) -> None:
         now = time.monotonic()
         for child in self.children.values():
-            if child.held_since is not None and child.mark is not None:
-                # Time spent waiting for the measurement to end is not the kernel's.
-                if child.mark.waiting() and child.paused_left is None:
+            if child.mark is not None:
+                # A child left compiling (never stopped) that now waits: its wait is not the kernel's time.
+                if child.held_since is not None and child.mark.waiting():
                     child.deadline += now - child.held_since
                 child.held_since = None
-            if child.mark is not None:
                 child.mark.release()  # before SIGCONT: a resumed child must find the hold gone
             if child.paused_left is None:
                 continue
