@@ -53,6 +53,10 @@ def shrink(module, exponent: float = EXPONENT) -> dict:
         if new != value:
             setattr(module, name, new)
             changed[name] = new
+    # Group normalization needs whole groups: channels stay a multiple of the (unshrunk) group count.
+    groups, channels = getattr(module, "groups", None), getattr(module, "out_channels", None)
+    if isinstance(groups, int) and isinstance(channels, int) and groups > 0 and channels % groups:
+        module.out_channels = changed["out_channels"] = groups * math.ceil(channels / groups)
     return changed
 
 

@@ -133,13 +133,22 @@ case "${1:-tests}" in
       --timeout 150 -rfE --tb=short tests/test_exploits.py tests/test_sandbox_hostile.py 2>&1 \
       | tee "$out/pytest_gpu.txt" | grep -E "FAILED|ERROR|passed|failed|^E " | tail -30
     echo "passed: $(grep -c PASSED "$out/pytest_gpu.txt")" ;;
+  clock-probe)  # the field's timing loop and ours on one model in one process, from idle and hot, with
+    # nvidia-smi's clocks beside them; then the field's harness three times on each of two candidates
+    timeout 200 python3 benchmarks/clock_probe.py --problems .kb --field-harness .kbh 2>&1 | tee "$out/probe.md"
+    for c in v1_flat_b1024_inplace v5_triton_gemm_128x128 v1_flat_b1024_inplace v5_triton_gemm_128x128 \
+             v1_flat_b1024_inplace v5_triton_gemm_128x128; do
+      timeout 60 python3 .kbh/run_harness.py .kb/level2/12_Gemm_Multiply_LeakyReLU.py \
+        "benchmarks/candidates/level2/12_Gemm_Multiply_LeakyReLU/$c.py" --tol 0.01 | cut -c1-300 | tee -a "$out/probe_field.txt"
+    done ;;
   judge-checks)  # the reward-hack, hostile and judge suites at once (a worker per file, within CALL_BUDGET_S),
     # each test named as it ends and each failure's traceback written as it happens (failures.txt)
     timeout $(( ${CALL_BUDGET_S:-580} - SECONDS )) env ADAEXPLORE_FAILURE_LOG="$out/failures.txt" \
       python3 -m pytest -v -p no:cacheprovider -n 3 --dist loadfile --timeout 150 -rfE --tb=short \
       tests/test_exploits.py tests/test_sandbox_hostile.py tests/test_judge.py 2>&1 \
       | tee "$out/pytest_gpu.txt" | grep -E "FAILED|ERROR|passed|failed|^E " | tail -30
-    echo "passed: $(grep -c PASSED "$out/pytest_gpu.txt")"; [ -f "$out/failures.txt" ] && head -c 6000 "$out/failures.txt" ;;
+    echo "passed: $(grep -c PASSED "$out/pytest_gpu.txt")"
+    if [ -f "$out/failures.txt" ]; then head -c 6000 "$out/failures.txt"; fi ;;
   agent-view)  # the GPU-mode tests of what the agent sees (hints checked on the GPU, the profile tool),
     # then those of how outputs and inputs travel (inputs made on the GPU, the staging buffer, the judge stopped)
     timeout 200 python3 -m pytest -q -p no:cacheprovider -rfE --tb=short tests/test_lint_hints.py \

@@ -6,7 +6,7 @@ are the honest Triton kernels of benchmarks/candidates/level2. Two shapes, each 
 
 - search: 6 tasks x 5 variants, plus 5 identical copies (differing by a comment) of one variant
   per task, all submitted to our evaluator at once (registration included);
-- first: 13 distinct tasks, one candidate each, cold: a fresh work directory, so no stored
+- first: 14 distinct tasks, one candidate each, cold: a fresh work directory, so no stored
   baselines and an empty Triton cache (the field side gets its own empty Triton cache too).
 
 With --steady the search shape has a second round, as a search's later rounds are: every distinct
@@ -21,7 +21,7 @@ wall time of the candidates it ran; the report says so. The field is given our t
 
     python benchmarks/vs_field.py [--shape search|first|both] [--problems .kb]
         [--field-harness ../shared/kernelbench/run_harness.py] [--deadline-s 480]
-        [--json-out FILE] [--markdown FILE] [--field-parallel N] [--cpu-check] [--steady] [--two-process]
+        [--json-out FILE] [--markdown FILE] [--field-parallel N] [--field-repeats N] [--cpu-check] [--steady] [--two-process]
         [--parallel N] [--ours-only]
 
 --cpu-check runs only our side, on shrunk tasks through Triton's interpreter (no timing), to
@@ -35,6 +35,7 @@ import argparse
 import json
 import math
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -62,7 +63,8 @@ FIRST = [("12_Gemm_Multiply_LeakyReLU", "v5_triton_gemm_128x128"), ("63_Gemm_ReL
          ("76_Gemm_Add_ReLU", "v1_flat_b1024_inplace"), ("29_Matmul_Mish_Mish", "v1_flat_b1024_inplace"),
          ("40_Matmul_Scaling_ResidualAdd", "v1_flat_b1024_inplace"),
          ("14_Gemm_Divide_Sum_Scaling", "v1_colsum_then_gemv"), ("99_Matmul_GELU_Softmax", "v1_row_gelu_softmax"),
-         ("45_Gemm_Sigmoid_LogSumExp", "v1_two_epilogues"), ("1_Conv2D_ReLU_BiasAdd", "v1_conv_epilogue")]
+         ("45_Gemm_Sigmoid_LogSumExp", "v1_two_epilogues"), ("1_Conv2D_ReLU_BiasAdd", "v1_conv_epilogue"),
+         ("61_ConvTranspose3d_ReLU_GroupNorm", "v2_autotuned")]
 MIN_MS = 0.1  # runtimes below this are not held to the agreement bar
 GRACE_S = 40.0  # how long a field run started before the deadline may go on past it
 
@@ -162,16 +164,30 @@ def field_correct(row: dict | None) -> bool | None:
     return bool(row.get("compiled")) and bool(row.get("correct"))
 
 
-def agreement(ours: list[dict], field: dict[str, dict]) -> dict:
+def field_median(runs: list[dict], name: str) -> float | None:
+    """The median of one timing over the field's correct runs of a candidate (None if none)."""
+    values = [r[name] for r in runs if field_correct(r) and r.get(name) and r[name] > 0]
+    return statistics.median(values) if values else None
+
+
+def agreement(ours: list[dict], field: dict[str, dict], field_runs: dict[str, list[dict]] | None = None) -> dict:
     """Verdicts and runtimes of our candidates next to the field's.
 
     `ours`: rows with key, task, variant, status, ms, ref_ms; `field`: key -> the harness's JSON
-    row. Returns counts over the candidates both judged, and one row per candidate of ours with
-    the runtime difference (%, ours against the field's) where both called it correct.
+    row (its first run); `field_runs`: key -> every run of it, when the field ran candidates more
+    than once: runtimes are then compared with the median of its correct runs, and the spread of
+    those runs is the field's own disagreement with itself. Returns counts over the candidates
+    both judged, and one row per candidate of ours with the runtime difference (%, ours against
+    the field's) where both called it correct.
     """
     rows, agree, compared, worst = [], 0, 0, None
     for o in ours:
         f = field.get(o["key"])
+        runs = (field_runs or {}).get(o["key"]) or ([f] if f else [])
+        if f and len(runs) > 1:
+            f = {**f, "runtime_ms": field_median(runs, "runtime_ms"),
+                 "ref_runtime_ms": field_median(runs, "ref_runtime_ms")}
+        timed = [r["runtime_ms"] for r in runs if field_correct(r) and r.get("runtime_ms") and r["runtime_ms"] > 0]
         fc = field_correct(f)
         oc = o["status"] == "correct"
         if fc is not None:
@@ -190,9 +206,11 @@ def agreement(ours: list[dict], field: dict[str, dict]) -> dict:
                          "not compiled" if f.get("compiled") is False else "incorrect"),
                      "ours_ms": o.get("ms"), "field_ms": f.get("runtime_ms") if f else None, "diff_pct": diff,
                      "ours_ref_ms": o.get("ref_ms"), "field_ref_ms": f.get("ref_runtime_ms") if f else None,
-                     "ref_diff_pct": ref_diff})
+                     "ref_diff_pct": ref_diff, "field_runs_ms": timed,
+                     "field_spread": max(timed) / min(timed) if len(timed) > 1 else None})
     within = [r for r in rows if r["diff_pct"] is not None and min(r["ours_ms"], r["field_ms"]) >= MIN_MS]
-    return {"compared": compared, "agree": agree, "rows": rows,
+    spreads = [r["field_spread"] for r in rows if r["field_spread"]]
+    return {"compared": compared, "agree": agree, "rows": rows, "field_spread_max": max(spreads, default=None),
             "worst_diff_pct": worst[0] if worst else None, "worst_key": worst[1] if worst else None,
             "within_3pct": sum(1 for r in within if abs(r["diff_pct"]) <= 3.0), "timed_both": len(within)}
 
@@ -222,7 +240,8 @@ def summarize(shape: str, ours: dict, field: dict, field_total: int) -> dict:
     ours_rate_all = per_hour(len(rows), ours.get("wall_s"))
     ours_rate_distinct = per_hour(len(distinct), ours.get("wall_s"))
     f_rows = field.get("rows", {})
-    f_walls = [r["wall_s"] for r in f_rows.values() if r.get("wall_s") is not None]
+    f_runs = field.get("runs") or {k: [r] for k, r in f_rows.items()}
+    f_walls = [r["wall_s"] for rs in f_runs.values() for r in rs if r.get("wall_s") is not None]
     parallel = field.get("parallel", 1)
     if parallel > 1:
         field_rate = per_hour(len(f_walls), field.get("wall_s"))
@@ -254,14 +273,14 @@ def summarize(shape: str, ours: dict, field: dict, field_total: int) -> dict:
                                          if not v.get("ok")},
                  "cheat_detected": [{"key": r["key"], "reason": r.get("detail")} for r in rows
                                     if r["status"] == "cheat_detected"]},
-        "field": {"ran": len(f_walls), "distinct_total": field_total, "parallel": parallel,
-                  "subsampled": len(f_walls) < field_total, "wall_s": field.get("wall_s"),
+        "field": {"ran": len(f_rows), "runs": len(f_walls), "distinct_total": field_total, "parallel": parallel,
+                  "subsampled": len(f_rows) < field_total, "wall_s": field.get("wall_s"),
                   "per_hour": field_rate, "tol": field.get("tol"), "skipped_reason": field.get("skipped_reason"),
                   "latency_p50_s": percentile(f_walls, 50), "latency_p95_s": percentile(f_walls, 95)},
         "ratio_distinct": ratio, "ratio_all": ratio_all, "steady": steady_out,
         "per_hour_started": ours_rate_started,
         "ratio_started": ours_rate_started / field_rate if ours_rate_started and field_rate else None,
-        "agreement": agreement(distinct, f_rows),
+        "agreement": agreement(distinct, f_rows, f_runs),
         "copies": copies_spread(rows),
     }
 
@@ -281,7 +300,8 @@ def render(summary: dict, device: str) -> str:
              f"{fmt(o['per_hour_all'], '.0f')} (distinct only: {fmt(o['per_hour_distinct'], '.0f')}) | "
              f"{fmt(o['latency_p50_s'])} | {fmt(o['latency_p95_s'])} |",
              f"| field harness, fresh process each, {'serial' if f['parallel'] == 1 else str(f['parallel']) + ' at once'}"
-             f" | {f['ran']} of {f['distinct_total']} distinct | {fmt(f['wall_s'], '.1f')} | {fmt(f['per_hour'], '.0f')} | "
+             f" | {f['ran']} of {f['distinct_total']} distinct"
+             + (f" ({f['runs']} runs)" if f.get("runs", f["ran"]) > f["ran"] else "") + f" | {fmt(f['wall_s'], '.1f')} | {fmt(f['per_hour'], '.0f')} | "
              f"{fmt(f['latency_p50_s'])} | {fmt(f['latency_p95_s'])} |", "",
              f"**Ratio, ours / field: {fmt(s['ratio_distinct'], '.1f')}x** counting only our distinct candidates "
              f"against our whole wall clock ({fmt(s['ratio_all'], '.1f')}x counting every submission); target {target}. "
@@ -316,13 +336,18 @@ def render(summary: dict, device: str) -> str:
         lines.append(f"The field harness ran with tolerance {f['tol']} (ours: the task default, 0.01).")
     lines += ["", f"Verdicts agree on **{a['agree']} of {a['compared']}** candidates judged by both. "
               f"Runtimes of candidates correct in both and >= {MIN_MS} ms: {a['within_3pct']} of {a['timed_both']} "
-              f"within 3%; largest difference {fmt(a['worst_diff_pct'], '+.2f')}% ({a['worst_key'] or '-'}).", "",
-              "| task | candidate | ours | field | ours ms | field ms | diff % | ours ref ms | field ref ms | ref diff % |",
-              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+              f"within 3%; largest difference {fmt(a['worst_diff_pct'], '+.2f')}% ({a['worst_key'] or '-'})."
+              + (f" The field ran candidates more than once and is compared by its median; its own runs of one "
+                 f"candidate differ by up to {fmt(a.get('field_spread_max'), '.4f')} (max/min)."
+                 if a.get("field_spread_max") else ""), "",
+              "| task | candidate | ours | field | ours ms | field ms | diff % | ours ref ms | field ref ms | ref diff % "
+              "| field runs ms |",
+              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in a["rows"]:
         lines.append(f"| {r['task']} | {r['variant']} | {r['ours']} | {r['field']} | {fmt(r['ours_ms'], '.4f')} | "
                      f"{fmt(r['field_ms'], '.4f')} | {fmt(r['diff_pct'], '+.2f')} | {fmt(r['ours_ref_ms'], '.4f')} | "
-                     f"{fmt(r['field_ref_ms'], '.4f')} | {fmt(r['ref_diff_pct'], '+.2f')} |")
+                     f"{fmt(r['field_ref_ms'], '.4f')} | {fmt(r['ref_diff_pct'], '+.2f')} | "
+                     + (", ".join(fmt(m, ".3f") for m in r.get("field_runs_ms") or []) or "-") + " |")
     if s["copies"]:
         lines += ["", f"Identical copies ({COPIES} per task, submitted with everything else): max/min of their mean "
                   "runtimes (target <= 1.03).", "", "| task | max/min | runtimes ms | statuses |", "| --- | --- | --- | --- |"]
@@ -426,7 +451,7 @@ def run_field(order: list[dict], harness: Path, root: Path, args, deadline: floa
     cache.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ, TRITON_CACHE_DIR=str(cache))
     env.pop("TRITON_INTERPRET", None)
-    out: dict = {"rows": {}, "parallel": args.field_parallel, "tol": args.field_tol}
+    out: dict = {"rows": {}, "runs": {}, "parallel": args.field_parallel, "tol": args.field_tol}
     walls: list[float] = []
     lock = threading.Lock()
     t0 = time.monotonic()
@@ -457,12 +482,13 @@ def run_field(order: list[dict], harness: Path, root: Path, args, deadline: floa
             row = {"error": f"{type(exc).__name__}: {exc}"[:300]}
         row.setdefault("wall_s", round(time.monotonic() - s0, 2))
         with lock:
-            out["rows"][sub["key"]] = row
+            out["rows"].setdefault(sub["key"], row)
+            out["runs"].setdefault(sub["key"], []).append(row)
             walls.append(row["wall_s"])
         log(f"[field] {sub['key']}: correct={row.get('correct')} {row.get('runtime_ms')} ms in {row['wall_s']:.1f} s")
 
-    with ThreadPoolExecutor(max(1, args.field_parallel)) as pool:
-        list(pool.map(one, order))
+    with ThreadPoolExecutor(max(1, args.field_parallel)) as pool:  # every candidate once, then again
+        list(pool.map(one, order * max(1, args.field_repeats)))
     out["wall_s"] = time.monotonic() - t0
     return out
 
@@ -519,6 +545,9 @@ def main() -> int:
     ap.add_argument("--json-out", type=Path)
     ap.add_argument("--markdown", type=Path)
     ap.add_argument("--field-parallel", type=int, default=1, help="field harness processes at once (the field: 1)")
+    ap.add_argument("--field-repeats", type=int, default=1,
+                    help="run the field's harness on every candidate this many times (all once, then again), "
+                         "compare with the median of its runs and report their spread")
     ap.add_argument("--field-tol", type=float, default=0.01, help="tolerance given to the field harness")
     ap.add_argument("--field-timeout", type=float, default=300.0)
     ap.add_argument("--baselines", default="", help="our baselines (default: the evaluator's own, as a user gets)")

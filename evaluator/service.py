@@ -33,7 +33,7 @@ from .sandbox.pool import WorkerPool, WorkerResult
 from .sandbox.procs import physical_memory
 from .sandbox.ring import Geometry
 from .slots import Slots
-from .stats import contended, summarize
+from .stats import contended, summarize, uneven
 from .task import Task, source_hash
 from .verdict import (
     REFERENCE_LOST,
@@ -96,17 +96,27 @@ def compiled_kernels(res: WorkerResult) -> bytes | None:
     return msg[1][0].contiguous().numpy().tobytes()
 
 
-def disturbed(head: dict) -> bool:
-    """Whether a timing run shows another context's work on the GPU: its L2 flushes varied, or
-    the device stayed busy after the timed calls returned. An honest kernel can look as if its
-    work escaped the stream only because of such work, so either is measured again on a quiet
-    GPU before anything is reported (a kernel whose work really escapes does so there too)."""
+def disturbed(head: dict, quiet_flush_ms: float | None = None) -> bool:
+    """Whether a timing run shows another context's work on the GPU: its L2 flushes were slow
+    (against each other, or against `quiet_flush_ms`, a flush on this GPU with nothing else
+    running), its runs were too unlike each other, or the device stayed busy after the timed
+    calls returned. An honest kernel can look as if its work escaped the stream only because of
+    such work, so any of these is measured again on a quiet GPU before anything is reported (a
+    kernel whose work really escapes does so there too)."""
     event_ms = timing_numbers(head, "event_ms") or []
     if not event_ms:
         return False
     median = sorted(event_ms)[len(event_ms) // 2]
-    return contended(timing_numbers(head, "flush_ms") or []) or escaped_work(
-        timing_numbers(head, "drain_ms"), median) is not None
+    drain_ms = timing_numbers(head, "drain_ms")
+    on_gpu = bool(drain_ms)  # host-clock runs (no GPU) carry no drain times, and vary for other reasons
+    return (contended(timing_numbers(head, "flush_ms") or [], quiet_flush_ms) or (on_gpu and uneven(event_ms))
+            or escaped_work(drain_ms, median) is not None)
+
+
+def flush_median(head: dict) -> float | None:
+    """The median L2-flush time of a timing report (None without enough flushes)."""
+    flush_ms = timing_numbers(head, "flush_ms") or []
+    return sorted(flush_ms)[len(flush_ms) // 2] if len(flush_ms) >= 10 else None
 
 
 def default_device() -> str:
@@ -197,6 +207,9 @@ class Evaluator:
         self._results_guard = threading.Lock()
         # Correctness runs keep off the GPU while a candidate is timed: paused (see GpuLock).
         self.quiet_timing = quiet_timing
+        # The fastest median L2 flush of an undisturbed baseline timing: what a flush takes on this
+        # GPU with nothing else running (baselines run the task's code, never a candidate's).
+        self._quiet_flush_ms: float | None = None
         self.gpu = GpuLock(self.lock_dir, self.physical_id, pause=self.pool.pause, resume=self.pool.resume)
         # With `trace`, where each worker job spent its time (see `_trace`), for benchmarks.
         self.trace: list[dict] | None = [] if trace else None
@@ -421,10 +434,17 @@ class Evaluator:
             log.info("a %s timing ran out of device memory beside others; running it alone", job["kind"])
             res = self._run_timed_once(job, timeout_s, pause=True, alone=True)
         msg = res.first(Kind.timing)
-        if msg is not None and disturbed(msg[0]):
+        if msg is not None and disturbed(msg[0], self._quiet_flush_ms):
             log.info("the GPU was shared during a %s timing; measuring again on a quiet GPU", job["kind"])
             res = self._run_timed_once(job, timeout_s, pause=False)
+        elif msg is not None and not job.get("candidate_source"):
+            self._learn_quiet_flush(msg[0])
         return res
+
+    def _learn_quiet_flush(self, head: dict) -> None:
+        flush = flush_median(head)
+        if flush is not None and flush > 0:
+            self._quiet_flush_ms = flush if self._quiet_flush_ms is None else min(self._quiet_flush_ms, flush)
 
     def _run_timed_once(self, job: dict, timeout_s: float, pause: bool, alone: bool = False) -> WorkerResult:
         return self._gated_run(job, timeout_s, pause=pause, alone=alone)[0]
@@ -840,7 +860,7 @@ class Evaluator:
             return checked.model_copy(update=forged)
         compiled = compiled_kernels(so_far)
         msg = res.first(Kind.timing)
-        if self._crowded_out(res) or (msg is not None and disturbed(msg[0])):
+        if self._crowded_out(res) or (msg is not None and disturbed(msg[0], self._quiet_flush_ms)):
             result = self._time_candidate(task, source, protocol, ref, checked, compiled)  # measured again, apart
         else:
             result = timing_verdict(res, ref, protocol, checked)

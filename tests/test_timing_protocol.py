@@ -16,7 +16,7 @@ from adaexplore.evaluator.results import EvalProtocol, EvalResult, Status, Timin
 from adaexplore.evaluator.sandbox import procs
 from adaexplore.evaluator.sandbox.pool import WorkerResult
 from adaexplore.evaluator.service import Evaluator
-from adaexplore.evaluator.stats import contended, summarize
+from adaexplore.evaluator.stats import contended, summarize, uneven
 from adaexplore.evaluator.verdict import escaped_work, timing_verdict
 from adaexplore.evaluator.worker import harness, jobs
 from adaexplore.evaluator.worker.timing import runs_within, time_on_host
@@ -55,6 +55,21 @@ def test_a_shared_gpu_shows_in_the_flush_times():
     assert not contended([0.07, 5.0])  # too few runs to say
 
 
+def test_a_gpu_busy_all_through_the_runs_shows_against_a_quiet_flush():
+    busy = [2.07 + 0.01 * (i % 3) for i in range(100)]  # every flush waited for another context
+    assert not contended(busy)  # alike among themselves
+    assert contended(busy, quiet_flush_ms=0.07)
+    assert not contended([0.072] * 100, quiet_flush_ms=0.07)
+
+
+def test_runs_of_one_kernel_that_differ_twofold_did_not_have_the_gpu_to_themselves():
+    assert not uneven([2.70 + 0.002 * (i % 7) for i in range(40)])
+    assert not uneven([0.50] * 20 + [0.55] * 20)  # a power-capped clock moves them a little
+    assert uneven([2.7] * 5 + [5.3] * 30)  # time slices of another context in most runs
+    assert not uneven([0.004] * 5 + [0.02] * 30)  # a few microseconds: launch jitter, not contention
+    assert not uneven([2.7, 5.4])  # too few runs to say
+
+
 def test_a_contended_timing_is_measured_again_without_pausing(tmp_path, monkeypatch):
     def result(flush):
         return timing_report({"event_ms": [0.1] * 20, "flush_ms": flush})
@@ -70,6 +85,29 @@ def test_a_contended_timing_is_measured_again_without_pausing(tmp_path, monkeypa
         answers.insert(0, result([0.07] * 20))
         ev._run_timed({"kind": "timing"}, 10)
         assert calls == [True]  # quiet the first time: measured once
+    finally:
+        ev.close()
+
+
+def test_a_candidate_timed_while_another_context_was_busy_throughout_is_measured_again(tmp_path, monkeypatch):
+    """Every flush and every run of the candidate slowed alike: only the quiet flush of a
+    baseline timed earlier on this GPU shows it."""
+    def result(flush, event=(0.1,) * 20):
+        return timing_report({"event_ms": list(event), "flush_ms": flush, "drain_ms": [0.1] * 10})
+
+    calls = []
+    answers = [result([0.07] * 20), result([0.5] * 20), result([0.07] * 20),
+               result([0.07] * 20, event=[0.1] * 5 + [0.2] * 15), result([0.07] * 20)]
+    ev = Evaluator(work_dir=tmp_path, cpu_timing=True)
+    try:
+        monkeypatch.setattr(ev, "_run_timed_once", lambda job, t, pause: calls.append(pause) or answers[len(calls) - 1])
+        ev._run_timed({"kind": "timing"}, 10)  # a baseline on a quiet GPU: its flush is the floor
+        assert calls == [True] and ev._quiet_flush_ms == pytest.approx(0.07)
+        res = ev._run_timed({"kind": "timing", "candidate_source": "x"}, 10)
+        assert calls == [True, True, False] and res is answers[2]
+        res = ev._run_timed({"kind": "timing", "candidate_source": "x"}, 10)  # runs twice as long as the fastest
+        assert calls == [True, True, False, True, False] and res is answers[4]
+        assert ev._quiet_flush_ms == pytest.approx(0.07)  # candidates' flushes never set the floor
     finally:
         ev.close()
 

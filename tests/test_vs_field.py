@@ -193,11 +193,36 @@ def test_field_side_stops_starting_candidates_at_the_deadline(tmp_path):
                           "correct": True, "runtime_ms": 1.5, "ref_runtime_ms": 3.0, "tol": sys.argv[4]}))
     '''))
     order = [{"key": f"t/v{i}", "task_path": tmp_path / "t.py", "path": tmp_path / f"v{i}.py"} for i in range(10)]
-    args = SimpleNamespace(field_parallel=1, field_tol=0.01, field_timeout=30.0)
+    args = SimpleNamespace(field_parallel=1, field_tol=0.01, field_timeout=30.0, field_repeats=1)
     out = vs_field.run_field(order, fake, tmp_path, args, deadline=time.monotonic() + 2.0)
     assert 1 <= len(out["rows"]) < 10
     row = out["rows"]["t/v0"]
     assert row["correct"] is True and row["runtime_ms"] == 1.5 and row["tol"] == "0.01"
+
+
+def test_a_field_that_runs_each_candidate_three_times_is_compared_by_its_median(tmp_path):
+    fake = tmp_path / "fake_harness.py"
+    # Each run of a candidate is slower than the last: 1.0, 1.1, 1.2 ms (a counter file per candidate).
+    fake.write_text(textwrap.dedent('''
+        import json, pathlib, sys
+        count = pathlib.Path(sys.argv[2] + ".count")
+        n = int(count.read_text()) if count.exists() else 0
+        count.write_text(str(n + 1))
+        print(json.dumps({"wall_s": 0.1, "compiled": True, "correct": True, "runtime_ms": 1.0 + 0.1 * n,
+                          "ref_runtime_ms": 2.0}))
+    '''))
+    order = [{"key": f"t/v{i}", "task_path": tmp_path / "t.py", "path": tmp_path / f"v{i}.py"} for i in range(2)]
+    args = SimpleNamespace(field_parallel=1, field_tol=None, field_timeout=30.0, field_repeats=3)
+    field = vs_field.run_field(order, fake, tmp_path, args, deadline=time.monotonic() + 60.0)
+    assert [r["runtime_ms"] for r in field["runs"]["t/v0"]] == pytest.approx([1.0, 1.1, 1.2])
+    ours = {"rows": [ours_row("t/v0", ms=1.12), ours_row("t/v1", ms=1.0)], "wall_s": 10.0, "startup_s": 1.0}
+    s = vs_field.summarize("first", ours, field, field_total=2)
+    a = s["agreement"]
+    assert a["rows"][0]["field_ms"] == pytest.approx(1.1)  # the median, not the first run
+    assert a["rows"][0]["diff_pct"] == pytest.approx(1.818, abs=1e-3)
+    assert a["field_spread_max"] == pytest.approx(1.2)
+    assert (s["field"]["ran"], s["field"]["runs"]) == (2, 6)
+    assert "(6 runs)" in vs_field.render(s, "x") and "1.000, 1.100, 1.200" in vs_field.render(s, "x")
 
 
 # --- the candidates, statically ---------------------------------------------------------------

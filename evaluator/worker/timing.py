@@ -5,7 +5,8 @@ The statistics over its samples (`summarize`, `contended`) run on the trusted si
 
 The functions it relies on are bound when this module is imported, which happens in the
 warm parent before any candidate code exists, so a candidate that replaces
-`torch.cuda.Event.elapsed_time` or `torch.cuda.synchronize` does not change what is used here.
+`torch.cuda.Event.elapsed_time`, `torch.cuda.synchronize` or `Tensor.zero_` (the flush) does not
+change what is used here.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ _Event = torch.cuda.Event
 _event_record = torch.cuda.Event.record
 _elapsed_time = torch.cuda.Event.elapsed_time
 _synchronize = torch.cuda.synchronize
+_zero = torch.Tensor.zero_
 
 L2_FLUSH_BYTES = 256 * 1024 * 1024  # larger than any current GPU's L2 (H200: 60 MB)
 
@@ -67,7 +69,7 @@ def time_on_gpu(run: Callable[[int], object], prepare: Callable[[int], None], *,
     for i in range(max(1, warmup)):
         prepare(i)
         if flush is not None:
-            flush.zero_()
+            _zero(flush)
         out = run(i)
     _synchronize(device)
     runs = runs_within(budget_ms, (_perf_counter() - started) * 1e3 / max(1, warmup), least, runs)
@@ -76,7 +78,7 @@ def time_on_gpu(run: Callable[[int], object], prepare: Callable[[int], None], *,
         prepare(i)
         if flush is not None:
             _event_record(flushes[i])
-            flush.zero_()
+            _zero(flush)
         _event_record(starts[i])
         out = run(i)
         _event_record(ends[i])
@@ -88,7 +90,7 @@ def time_on_gpu(run: Callable[[int], object], prepare: Callable[[int], None], *,
     for i in range(min(10, runs)):
         prepare(i)
         if flush is not None:
-            flush.zero_()
+            _zero(flush)
         _synchronize(device)
         out = run(i)
         t0 = _perf_counter()
