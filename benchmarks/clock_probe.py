@@ -14,7 +14,6 @@ flush of a kept buffer, stopping after about 100 ms once 20 have run.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import statistics
 import subprocess
 import sys
@@ -23,16 +22,9 @@ import time
 from pathlib import Path
 
 import torch
+from check_candidates import load  # benchmarks/ is on the path of a script run from it
 
 REPO = Path(__file__).resolve().parents[1]
-
-
-def load(path: Path, name: str):
-    spec = importlib.util.spec_from_file_location(name, path)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[name] = mod
-    spec.loader.exec_module(mod)
-    return mod
 
 
 class Sampler:

@@ -136,11 +136,10 @@ case "${1:-tests}" in
   clock-probe)  # the field's timing loop and ours on one model in one process, from idle and hot, with
     # nvidia-smi's clocks beside them; then the field's harness three times on each of two candidates
     timeout 200 python3 benchmarks/clock_probe.py --problems .kb --field-harness .kbh 2>&1 | tee "$out/probe.md"
-    for c in v1_flat_b1024_inplace v5_triton_gemm_128x128 v1_flat_b1024_inplace v5_triton_gemm_128x128 \
-             v1_flat_b1024_inplace v5_triton_gemm_128x128; do
+    for _ in 1 2 3; do for c in v1_flat_b1024_inplace v5_triton_gemm_128x128; do
       timeout 60 python3 .kbh/run_harness.py .kb/level2/12_Gemm_Multiply_LeakyReLU.py \
         "benchmarks/candidates/level2/12_Gemm_Multiply_LeakyReLU/$c.py" --tol 0.01 | cut -c1-300 | tee -a "$out/probe_field.txt"
-    done ;;
+    done; done ;;
   judge-checks)  # the reward-hack, hostile and judge suites at once (a worker per file, within CALL_BUDGET_S),
     # each test named as it ends and each failure's traceback written as it happens (failures.txt)
     timeout $(( ${CALL_BUDGET_S:-580} - SECONDS )) env ADAEXPLORE_FAILURE_LOG="$out/failures.txt" \

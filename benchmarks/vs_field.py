@@ -164,9 +164,14 @@ def field_correct(row: dict | None) -> bool | None:
     return bool(row.get("compiled")) and bool(row.get("correct"))
 
 
+def field_timings(runs: list[dict], name: str) -> list[float]:
+    """One timing (`runtime_ms`, `ref_runtime_ms`) of each of the field's correct runs of a candidate."""
+    return [r[name] for r in runs if field_correct(r) and r.get(name) and r[name] > 0]
+
+
 def field_median(runs: list[dict], name: str) -> float | None:
     """The median of one timing over the field's correct runs of a candidate (None if none)."""
-    values = [r[name] for r in runs if field_correct(r) and r.get(name) and r[name] > 0]
+    values = field_timings(runs, name)
     return statistics.median(values) if values else None
 
 
@@ -187,7 +192,7 @@ def agreement(ours: list[dict], field: dict[str, dict], field_runs: dict[str, li
         if f and len(runs) > 1:
             f = {**f, "runtime_ms": field_median(runs, "runtime_ms"),
                  "ref_runtime_ms": field_median(runs, "ref_runtime_ms")}
-        timed = [r["runtime_ms"] for r in runs if field_correct(r) and r.get("runtime_ms") and r["runtime_ms"] > 0]
+        timed = field_timings(runs, "runtime_ms")
         fc = field_correct(f)
         oc = o["status"] == "correct"
         if fc is not None:

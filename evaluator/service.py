@@ -33,7 +33,7 @@ from .sandbox.pool import WorkerPool, WorkerResult
 from .sandbox.procs import physical_memory
 from .sandbox.ring import Geometry
 from .slots import Slots
-from .stats import contended, summarize, uneven
+from .stats import contended, quiet_flush, summarize, uneven, upper_median
 from .task import Task, source_hash
 from .verdict import (
     REFERENCE_LOST,
@@ -106,17 +106,11 @@ def disturbed(head: dict, quiet_flush_ms: float | None = None) -> bool:
     event_ms = timing_numbers(head, "event_ms") or []
     if not event_ms:
         return False
-    median = sorted(event_ms)[len(event_ms) // 2]
+    median = upper_median(event_ms)
     drain_ms = timing_numbers(head, "drain_ms")
     on_gpu = bool(drain_ms)  # host-clock runs (no GPU) carry no drain times, and vary for other reasons
     return (contended(timing_numbers(head, "flush_ms") or [], quiet_flush_ms) or (on_gpu and uneven(event_ms))
             or escaped_work(drain_ms, median) is not None)
-
-
-def flush_median(head: dict) -> float | None:
-    """The median L2-flush time of a timing report (None without enough flushes)."""
-    flush_ms = timing_numbers(head, "flush_ms") or []
-    return sorted(flush_ms)[len(flush_ms) // 2] if len(flush_ms) >= 10 else None
 
 
 def default_device() -> str:
@@ -434,15 +428,18 @@ class Evaluator:
             log.info("a %s timing ran out of device memory beside others; running it alone", job["kind"])
             res = self._run_timed_once(job, timeout_s, pause=True, alone=True)
         msg = res.first(Kind.timing)
-        if msg is not None and disturbed(msg[0], self._quiet_flush_ms):
+        if msg is not None and self._disturbed(msg[0]):
             log.info("the GPU was shared during a %s timing; measuring again on a quiet GPU", job["kind"])
             res = self._run_timed_once(job, timeout_s, pause=False)
         elif msg is not None and not job.get("candidate_source"):
             self._learn_quiet_flush(msg[0])
         return res
 
+    def _disturbed(self, head: dict) -> bool:
+        return disturbed(head, self._quiet_flush_ms)
+
     def _learn_quiet_flush(self, head: dict) -> None:
-        flush = flush_median(head)
+        flush = quiet_flush(timing_numbers(head, "flush_ms") or [])
         if flush is not None and flush > 0:
             self._quiet_flush_ms = flush if self._quiet_flush_ms is None else min(self._quiet_flush_ms, flush)
 
@@ -860,7 +857,7 @@ class Evaluator:
             return checked.model_copy(update=forged)
         compiled = compiled_kernels(so_far)
         msg = res.first(Kind.timing)
-        if self._crowded_out(res) or (msg is not None and disturbed(msg[0], self._quiet_flush_ms)):
+        if self._crowded_out(res) or (msg is not None and self._disturbed(msg[0])):
             result = self._time_candidate(task, source, protocol, ref, checked, compiled)  # measured again, apart
         else:
             result = timing_verdict(res, ref, protocol, checked)

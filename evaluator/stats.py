@@ -17,6 +17,17 @@ CONTENTION_RATIO = 1.5
 # A median run this many times the fastest of the same kernel means the runs did not all have the GPU.
 UNEVEN_RATIO = 1.25
 UNEVEN_MIN_MS = 0.05
+MIN_SAMPLES = 10  # fewer flushes or runs than this say nothing about a shared GPU
+
+
+def upper_median(values: list[float]) -> float:
+    """The middle value of the sorted `values` (the upper one of two): always one that was measured."""
+    return sorted(values)[len(values) // 2]
+
+
+def quiet_flush(flush_ms: list[float]) -> float | None:
+    """The median flush of a timing, as a quiet GPU's flush time (None with too few flushes)."""
+    return upper_median(flush_ms) if len(flush_ms) >= MIN_SAMPLES else None
 
 
 def summarize(samples_ms: list[float], trim_fraction: float = 0.05, method: str = "cuda_events") -> TimingStats:
@@ -45,11 +56,10 @@ def contended(flush_ms: list[float], quiet_flush_ms: float | None = None) -> boo
     the runs (every flush inflated), against `quiet_flush_ms`: a flush's time on this GPU when
     nothing else ran.
     """
-    if len(flush_ms) < 10:
+    if len(flush_ms) < MIN_SAMPLES:
         return False
-    ordered = sorted(flush_ms)
-    floor = ordered[0] if quiet_flush_ms is None else min(ordered[0], quiet_flush_ms)
-    return ordered[len(ordered) // 2] > CONTENTION_RATIO * floor
+    floor = min(flush_ms) if quiet_flush_ms is None else min(min(flush_ms), quiet_flush_ms)
+    return upper_median(flush_ms) > CONTENTION_RATIO * floor
 
 
 def uneven(event_ms: list[float]) -> bool:
@@ -57,8 +67,7 @@ def uneven(event_ms: list[float]) -> bool:
     median is `UNEVEN_RATIO` times their fastest (with L2 flushed before each, runs of a kernel
     on a quiet GPU differ by a few percent; time slices of another context make most of them
     longer). Runs shorter than `UNEVEN_MIN_MS` are left alone: launch jitter alone spreads them."""
-    if len(event_ms) < 10:
+    if len(event_ms) < MIN_SAMPLES:
         return False
-    ordered = sorted(event_ms)
-    median = ordered[len(ordered) // 2]
-    return median >= UNEVEN_MIN_MS and median > UNEVEN_RATIO * ordered[0]
+    median = upper_median(event_ms)
+    return median >= UNEVEN_MIN_MS and median > UNEVEN_RATIO * min(event_ms)

@@ -18,7 +18,7 @@ from ..common.vocab import Kind
 from .compare import Verdict, compare_outputs, pieces, zeros_pass
 from .results import ErrorInfo, EvalProtocol, EvalResult, Mismatch, Status, TaskFlag, Tolerance
 from .sandbox.pool import WorkerResult
-from .stats import summarize
+from .stats import summarize, upper_median
 
 if TYPE_CHECKING:
     from .reference import Reference
@@ -235,7 +235,7 @@ def escaped_work(drain_ms: list[float] | None, event_median_ms: float) -> str | 
     """Why the timing run's work escaped its stream, or None if it did not (or was not checked)."""
     if not drain_ms:
         return None
-    drain = sorted(drain_ms)[len(drain_ms) // 2]
+    drain = upper_median(drain_ms)
     if drain <= ESCAPE_RATIO * event_median_ms + ESCAPE_SLACK_MS:
         return None
     return (f"work escapes the timed stream: the device was still busy {drain:.3f} ms after the call returned, "
