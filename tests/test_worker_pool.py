@@ -1,6 +1,7 @@
 """The worker pool's process plumbing: direct result pipes, the timing gate, limits, escapes."""
 
 import os
+import signal
 import threading
 import time
 import uuid
@@ -9,7 +10,7 @@ import pytest
 from conftest import EXAMPLES
 
 from adaexplore.evaluator.results import EvalProtocol
-from adaexplore.evaluator.sandbox import wire
+from adaexplore.evaluator.sandbox import confine, procs, wire
 from adaexplore.evaluator.sandbox.confine import Plan
 from adaexplore.evaluator.sandbox.pool import WorkerPool, decode_messages
 from adaexplore.evaluator.verdict import candidate_failure
@@ -106,6 +107,45 @@ def test_pause_spares_the_job_about_to_be_measured(pool, marker):
         pool.resume()
     assert res.exit_code == 0 and res.first("timing") is not None, res.output_tail
     assert ticking.future.result(timeout=60).exit_code == 0
+
+
+def caught_signals(pid: int) -> int:
+    """The mask of signals a process has handlers for (/proc's SigCgt)."""
+    with open(f"/proc/{pid}/status") as fh:
+        return next(int(line.split()[1], 16) for line in fh if line.startswith("SigCgt:"))
+
+
+@pytest.mark.skipif(confine.probe()[0] != confine.LEVEL_FULL, reason="namespaces cannot be made here")
+def test_a_pause_landing_while_the_sandbox_forks_the_job_is_lifted_for_the_job_too(tmp_path):
+    """The kernel hands a stop or a continue that arrives during a fork on to the new process
+    only if the forking process does not ignore it, and a namespace's first process ignores all
+    it has no handler for but SIGKILL and SIGSTOP. So the first process handles SIGCONT, or a
+    pause landing on its fork of the job would leave the job stopped until its time limit;
+    the job itself is given the default back."""
+    outer = os.fork()
+    if outer == 0:
+        code = 3
+        try:
+            os.setsid()
+            confine.enter(Plan(writable=[str(tmp_path)]))
+            time.sleep(30)
+            code = 0
+        finally:
+            os._exit(code)
+    try:
+        deadline = time.monotonic() + 10
+        first = job_pid = None
+        while job_pid is None and time.monotonic() < deadline:
+            first = next(iter(procs.children_of(outer)), None)
+            job_pid = next(iter(procs.children_of(first)), None) if first else None
+            time.sleep(0.01)
+        assert first and job_pid, "the sandbox never started the job"
+        sigcont = 1 << (signal.SIGCONT - 1)
+        assert caught_signals(first) & sigcont
+        assert not caught_signals(job_pid) & sigcont
+    finally:
+        os.killpg(outer, signal.SIGKILL)
+        os.waitpid(outer, 0)
 
 
 def test_ungated_jobs_run_straight_through(pool):

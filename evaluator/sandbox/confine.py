@@ -241,6 +241,10 @@ class ProcessLimit:
 
 # --- inside the worker ------------------------------------------------------------------
 
+def _continued(signum: int, frame: object) -> None:
+    """The namespace's first process handles SIGCONT (doing nothing) so the kernel counts it."""
+
+
 def _relay_exit(pid: int) -> None:
     """Wait for `pid` and end the same way; reap any other child meanwhile (the namespace's
     first process inherits every orphan in it). Holds no descriptor of the job's."""
@@ -469,9 +473,16 @@ def enter(plan: Plan, memory_limit: int | None = None) -> str:
         _libc().sethostname(b"sandbox", 7)
         # The namespace's first process only reaps: the job runs as its second, so that signals
         # the job sends itself act as they do anywhere (the first one ignores them).
+        # A pause (SIGSTOP, then SIGCONT, to the job's group) that lands while this process forks
+        # reaches the new process too, but the kernel passes on only the signals that this
+        # process does not ignore, and a namespace's first process ignores every signal it has no
+        # handler for except SIGKILL and SIGSTOP: without a handler the job would get the stop
+        # and never the continue, and stay stopped until its time limit.
+        signal.signal(signal.SIGCONT, _continued)
         pid = os.fork()
         if pid != 0:
             _relay_exit(pid)
+        signal.signal(signal.SIGCONT, signal.SIG_DFL)
         _libc().prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     else:
         workdir = os.getcwd()
