@@ -109,6 +109,18 @@ def test_pause_spares_the_job_about_to_be_measured(pool, marker):
     assert ticking.future.result(timeout=60).exit_code == 0
 
 
+def test_pausing_a_pool_whose_warm_parent_is_not_running_returns_at_once(tmp_path):
+    idle = WorkerPool(interpret=True, work_dir=str(tmp_path))
+    try:
+        started = time.monotonic()
+        idle.pause()
+        idle.resume()
+        assert time.monotonic() - started < 1.0
+        assert idle.warm_parent_pid() is None  # nor did it start one to pause
+    finally:
+        idle.close()
+
+
 def caught_signals(pid: int) -> int:
     """The mask of signals a process has handlers for (/proc's SigCgt)."""
     with open(f"/proc/{pid}/status") as fh:

@@ -201,7 +201,7 @@ class WorkerPool:
         with self._lock:
             if self._closed:
                 raise RuntimeError("worker pool is closed")
-            if self._proc is None or self._proc.poll() is not None:
+            if not self._parent_running():
                 self._launcher.call(self._start)
 
     def ensure_started(self, timeout: float = 120.0) -> None:
@@ -214,9 +214,12 @@ class WorkerPool:
         self.ensure_started()
         return dict(self.sandbox)
 
-    def warm_parent_pid(self) -> int | None:
+    def _parent_running(self) -> bool:
         proc = self._proc
-        return self._parent_pid if proc is not None and proc.poll() is None else None
+        return proc is not None and proc.poll() is None
+
+    def warm_parent_pid(self) -> int | None:
+        return self._parent_pid if self._parent_running() else None
 
     def close(self) -> None:
         with self._lock:
@@ -298,17 +301,19 @@ class WorkerPool:
     def pause(self, keep: str | None = None) -> None:
         """Stop every running job's processes but `keep`'s; returns once they are stopped.
         Their deadlines stand still until `resume`."""
+        if not self._parent_running():
+            return  # nothing to stop, and no word to wait for
         token = secrets.token_hex(8)
         done = threading.Event()
         self._acks[token] = done
-        self._send({"op": Op.pause, "keep": keep, "token": token})
-        if not done.wait(PAUSE_ACK_S):
+        if self._send({"op": Op.pause, "keep": keep, "token": token}) and not done.wait(PAUSE_ACK_S):
             log.warning("the warm parent did not confirm a pause in %.0f s", PAUSE_ACK_S)
         self._acks.pop(token, None)
 
     def resume(self) -> None:
         """Let the jobs stopped by `pause` run on."""
-        self._send({"op": Op.resume})
+        if self._parent_running():
+            self._send({"op": Op.resume})
 
     def run(self, job: dict, timeout_s: float, sink: Sink | None = None, ring: RingLease | None = None) -> WorkerResult:
         # a wait without `until` always returns the result
@@ -322,21 +327,23 @@ class WorkerPool:
             until = threading.Event()
             submitted.future.add_done_callback(lambda _f: until.set())
         while not until.wait(1.0):
-            proc = self._proc
-            if proc is None or proc.poll() is not None:
+            if not self._parent_running():
                 try:  # the reader thread resolves every job of a parent that died
                     return submitted.future.result(timeout=PARENT_GONE_S)
                 except FutureTimeout:
                     return _infra("the evaluator's warm parent is gone")
         return submitted.future.result() if submitted.future.done() else None
 
-    def _send(self, head: dict) -> None:
+    def _send(self, head: dict) -> bool:
+        """Send a request to the warm parent; False (and a warning) if it cannot be reached."""
         with self._lock:
             try:
                 # None once closed: the AttributeError is caught
                 self._sock.sendall(wire.pack(head))  # type: ignore[union-attr]
+                return True
             except (OSError, AttributeError) as exc:
                 log.warning("cannot reach the warm parent: %s", exc)
+                return False
 
     def _collect(self, job: _Running) -> None:
         """Read one job's pipe to its end (frames parsed as they come, tensor bytes handed to the
