@@ -301,8 +301,6 @@ class WorkerPool:
     def pause(self, keep: str | None = None) -> None:
         """Stop every running job's processes but `keep`'s; returns once they are stopped.
         Their deadlines stand still until `resume`."""
-        if not self._parent_running():
-            return  # nothing to stop, and no word to wait for
         token = secrets.token_hex(8)
         done = threading.Event()
         self._acks[token] = done
@@ -312,8 +310,7 @@ class WorkerPool:
 
     def resume(self) -> None:
         """Let the jobs stopped by `pause` run on."""
-        if self._parent_running():
-            self._send({"op": Op.resume})
+        self._send({"op": Op.resume})
 
     def run(self, job: dict, timeout_s: float, sink: Sink | None = None, ring: RingLease | None = None) -> WorkerResult:
         # a wait without `until` always returns the result
@@ -335,8 +332,11 @@ class WorkerPool:
         return submitted.future.result() if submitted.future.done() else None
 
     def _send(self, head: dict) -> bool:
-        """Send a request to the warm parent; False (and a warning) if it cannot be reached."""
+        """Send a request to the warm parent; False if none runs (nothing to ask), or, with a
+        warning, if it cannot be reached."""
         with self._lock:
+            if not self._parent_running():
+                return False
             try:
                 # None once closed: the AttributeError is caught
                 self._sock.sendall(wire.pack(head))  # type: ignore[union-attr]
