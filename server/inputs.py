@@ -3,18 +3,13 @@
 Runs in the server process. Task paths resolve against the task roots only, and a path that
 is missing and one outside the roots get the same answer, so a caller cannot probe which
 files exist. Sources too deeply nested for Python's parser get a message that says what to
-change. `scrub` replaces the server's own paths (interpreter, packages, data directory, task
-roots, home) in any text sent back to a caller.
+change. `scrub_pairs` names the server's own folders (data directory, task roots) that `common.redact`
+replaces, beside the interpreter's, in any text sent back to a caller.
 """
 
 from __future__ import annotations
 
-import os
-import re
-import site
-import sys
 from collections.abc import Sequence
-from functools import lru_cache
 from pathlib import Path
 
 from ..common import pysource
@@ -60,36 +55,6 @@ def resolve_task_path(path: str, roots: Sequence[Path]) -> Path:
         if any(resolved.is_relative_to(r) for r in real_roots) and resolved.is_file():
             return resolved
     raise missing_task_file(path)
-
-
-@lru_cache(maxsize=1)
-def _python_prefixes() -> tuple[tuple[str, str], ...]:
-    pairs = [(d, "<site-packages>") for d in site.getsitepackages()]
-    try:
-        pairs.append((site.getusersitepackages(), "<site-packages>"))
-    except AttributeError:
-        pass
-    pairs.append((str(Path(__file__).resolve().parent.parent), "<adaexplore>"))
-    for prefix in {sys.prefix, sys.base_prefix, sys.exec_prefix}:
-        pairs.append((prefix, "<python>"))
-    return tuple(pairs)
-
-
-_TRACE_FILE = re.compile(r'File "(/[^"]*/)([^"/]+)"')
-
-
-def scrub(text: str, extra: tuple[tuple[str, str], ...] = ()) -> str:
-    """`text` without the server's paths: known prefixes become <names>, traceback files their base names."""
-    if not text:
-        return text
-    pairs = list(extra) + list(_python_prefixes())
-    home = os.path.expanduser("~")
-    if home not in ("/", "~"):
-        pairs.append((home, "~"))
-    for prefix, name in sorted(pairs, key=lambda kv: -len(kv[0])):
-        if prefix and len(prefix) > 1 and prefix in text:
-            text = text.replace(prefix, name)
-    return _TRACE_FILE.sub(lambda m: f'File "{m.group(2)}"', text)
 
 
 def scrub_pairs(config) -> tuple[tuple[str, str], ...]:

@@ -12,6 +12,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from ..common.redact import scrub
 from ..common.vocab import PENDING, REFERENCE, Action
 from ..evaluator.results import TOLERANCE_PROFILES, EvalProtocol
 from ..evaluator.task import Task, TaskError, check_task_source, source_hash, task_name_from_path
@@ -20,7 +21,7 @@ from . import texts
 from .config import ServerConfig
 from .errors import InvalidRequest, NotFound, Unavailable
 from .evaluation import EvaluatorHolder
-from .inputs import check_parsable, missing_task_file, resolve_task_path, scrub, scrub_pairs
+from .inputs import check_parsable, missing_task_file, resolve_task_path, scrub_pairs
 from .models import (
     MAX_SOURCE_CHARS,
     BestCandidatesResult,
