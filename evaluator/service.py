@@ -158,7 +158,7 @@ class Evaluator:
         self.work_dir = base
         (base / "scratch").mkdir(parents=True, exist_ok=True)
         # What workers must not see: this evaluator's work directory and whatever the caller
-        # names (a server's data directory); confine.ALWAYS_HIDDEN covers $HOME and the like.
+        # names (a server's data directory); nothing else of the host is shown unless allowed (confine.py).
         self.hidden_paths = [str(base), *(str(p) for p in hidden_paths or [])]
         self.sandbox_tmp_bytes = sandbox_tmp_bytes
         # One GPU, one lock, whatever data directory each server on this machine uses.
@@ -168,6 +168,9 @@ class Evaluator:
         if memory_limit_bytes is None and not self.is_gpu:
             memory_limit_bytes = min(12 << 30, physical_memory() // 2)
         self.memory_limit_bytes = memory_limit_bytes
+        # Host memory a job's processes may hold in all (its cgroup's limit): memfds and shared
+        # memory count too, which an address-space limit does not see.
+        self.host_memory_bytes = memory_limit_bytes or max(8 << 30, physical_memory() // 2)
         self.pool = WorkerPool(interpret=not self.is_gpu, work_dir=str(base / "scratch"),
                                triton_cache_dir=str(base / "triton-cache"), visible_devices=self.visible_devices,
                                max_processes=max_processes)
@@ -247,9 +250,11 @@ class Evaluator:
                "device": self.job_device, "threads": threads, "judge_key": self.judge_key(task, protocol), **extra}
         if self.memory_limit_bytes and not self.is_gpu:
             job["memory_limit_bytes"] = self.memory_limit_bytes
+        job["host_memory_bytes"] = self.host_memory_bytes
         writable = [extra["inductor_cache_dir"]] if extra.get("inductor_cache_dir") else []
         for path in writable:
             os.makedirs(path, mode=0o700, exist_ok=True)
+            confine.hand_over(path)
         job["sandbox"] = confine.Plan(hidden=list(self.hidden_paths), writable=writable, gpu=self.is_gpu,
                                       gpu_minors=self.gpu_minors, tmp_bytes=self.sandbox_tmp_bytes,
                                       max_file_bytes=self.sandbox_tmp_bytes).to_job()
@@ -262,6 +267,8 @@ class Evaluator:
         key, tolerance = job["judge_key"], job["protocol"].get("tolerance")
         reference, candidate = job["kind"] == Job.reference, bool(job.get("candidate_source"))
         checked = output_checked(job)  # a compiled reference is checked like a kernel
+
+        compiled_kept: list[bool] = []
 
         def sink(head: dict, metas: list):
             kind = head.get("kind")
@@ -277,7 +284,8 @@ class Evaluator:
             if checked and kind == Kind.timing:
                 return self.judge.receiver(key, "check", "compare", metas, tolerance, -1)
             if candidate and kind == Kind.compiled and len(metas) == 1 and metas[0]["dtype"] == "uint8" \
-                    and wire.meta_nbytes(metas[0]) <= COMPILED_MAX_BYTES:
+                    and wire.meta_nbytes(metas[0]) <= COMPILED_MAX_BYTES and not compiled_kept:
+                compiled_kept.append(True)  # one per job: more would only fill this process's memory
                 return None  # kept here (metas are checked by now), for the candidate's timing jobs
             return Discard()
         return sink

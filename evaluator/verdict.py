@@ -17,6 +17,7 @@ import torch
 from ..common.vocab import Kind
 from .compare import Verdict, compare_outputs, pieces, zeros_pass
 from .results import ErrorInfo, EvalProtocol, EvalResult, Mismatch, Status, TaskFlag, Tolerance
+from .sandbox.frames import MAX_HEADER_BYTES, MAX_MESSAGES
 from .sandbox.pool import WorkerResult
 from .stats import summarize, upper_median
 
@@ -34,6 +35,8 @@ def end_reason(res: WorkerResult) -> str:
         return f"it was stopped because {res.killed_for}"
     if res.process_limit_hit:
         return "it reached its limit on processes"
+    if res.memory_limit_hit:
+        return "it used more host memory than its limit allows (memory it allocated, memfds, shared memory or /tmp)"
     if res.signal == signal.SIGKILL:
         return ("it was killed by the operating system, most likely for lack of host memory "
                 "(its outputs, inputs or model did not fit)")
@@ -116,6 +119,11 @@ def forged_fields(res: WorkerResult) -> dict | None:
     return None
 
 
+# The reader's limits (`sandbox.frames`), named where a result does not say which it went past.
+OVERFLOW = (f"the candidate's results exceeded a limit on what may travel to the evaluator: the size of its "
+            f"outputs, {MAX_MESSAGES} messages, or {MAX_HEADER_BYTES >> 20} MiB of message headers")
+
+
 def candidate_failure(res: WorkerResult) -> dict | None:
     """Status fields for a worker that did not run to the end, or None."""
     if res.infra:
@@ -127,12 +135,17 @@ def candidate_failure(res: WorkerResult) -> dict | None:
     if res.timed_out:
         return {"status": Status.timeout, "error": ErrorInfo(
             error_class="Timeout", message="the candidate exceeded the wall-clock limit and was killed")}
+    if res.memory_limit_hit and not res.killed_for:  # the kernel killed in it: seen from outside
+        return {"status": Status.oom, "error": ErrorInfo(
+            error_class="HostMemoryLimit", message=f"the candidate's process ended early: {end_reason(res)}")}
     if res.truncated and res.signal is None:
         return {"status": Status.cheat_detected, "cheat_reason": "the result channel carried a partial "
                                                                  "message, which the harness never writes"}
     if res.overflow:
         return {"status": Status.runtime_error, "error": ErrorInfo(
-            error_class="OutputTooLarge", message="the candidate's results exceeded the size limit")}
+            error_class="OutputTooLarge", message=(
+                f"the candidate's results went past a limit on what may travel to the evaluator: "
+                f"{res.overflow_reason}" if res.overflow_reason else OVERFLOW))}
     infra = res.first(Kind.infra)
     if infra:
         # Anything said from inside a process that ran candidate code may be the candidate's

@@ -1,4 +1,5 @@
 import os
+import sqlite3
 
 # torch.compile baselines cost 10-20 s per task; tests that need them ask for them explicitly. Servers
 # read this through their settings; evaluators made here are given the same.
@@ -74,3 +75,30 @@ def pytest_runtest_logreport(report):
     if _FAILURE_LOG and report.failed:
         with open(_FAILURE_LOG, "a") as fh:
             fh.write(f"==== {report.nodeid} ({report.when})\n{report.longreprtext}\n")
+
+
+# The hostile-code suites' server: a data directory with a token table, and a sandboxed evaluator
+# that hides it (one per test module).
+@pytest.fixture(scope="module")
+def server_data_dir(tmp_path_factory):
+    """A server's data directory with a database that holds a token table."""
+    path = tmp_path_factory.mktemp("server-data")
+    db = sqlite3.connect(path / "adaexplore.db")
+    db.execute("create table tokens (name text, hash text, scopes text)")
+    db.execute("insert into tokens values ('alice', 'secret-hash-of-alice', 'read,write')")
+    db.commit()
+    db.close()
+    return path
+
+
+@pytest.fixture(scope="module")
+def sandboxed(server_data_dir):
+    from adaexplore.evaluator.sandbox.confine import LEVEL_FULL
+    from adaexplore.evaluator.service import Evaluator
+
+    ev = Evaluator(work_dir=server_data_dir / "work", hidden_paths=[server_data_dir], max_parallel=2)
+    if ev.sandbox_level() != LEVEL_FULL:
+        ev.close()
+        pytest.skip("this machine cannot make namespaces: the sandbox runs at its weaker level")
+    yield ev
+    ev.close()

@@ -8,7 +8,7 @@ import uuid
 import pytest
 from test_worker_pool import SOFTMAX_KERNEL, job
 
-from adaexplore.evaluator.sandbox import compile_mark
+from adaexplore.evaluator.sandbox import compile_mark, confine
 from adaexplore.evaluator.sandbox.compile_mark import COMPILING, MAY_USE_GPU, CompileMark
 from adaexplore.evaluator.sandbox.confine import Plan
 from adaexplore.evaluator.sandbox.pool import WorkerPool
@@ -119,6 +119,7 @@ with open({after!r}, "w") as fh:
 
 def test_a_compiling_job_goes_on_through_a_pause_and_runs_nothing_after_it_until_the_resume(pool, tmp_path):
     ticks, after = str(tmp_path / f"ticks-{uuid.uuid4().hex}"), str(tmp_path / "after")
+    confine.hand_over(tmp_path)  # the sandbox's uid writes there
     sandbox = Plan(writable=[str(tmp_path)]).to_job()
     submitted = pool.submit(job("candidate", candidate_source=compiling_candidate(ticks, after), sandbox=sandbox), 60)
     deadline = time.monotonic() + 30
@@ -149,6 +150,7 @@ def test_a_compiling_job_goes_on_through_a_pause_and_runs_nothing_after_it_until
 
 def test_many_jobs_at_once_each_with_its_mark_leave_the_warm_parent_whole(pool, tmp_path):
     # Every child closes the marks of the others; none may close a descriptor that is not a mark's.
+    confine.hand_over(tmp_path)  # the sandbox's uid writes there
     sandbox = Plan(writable=[str(tmp_path)]).to_job()
     first = [pool.submit(job("candidate", candidate_source=SOFTMAX_KERNEL, sandbox=sandbox), 60) for _ in range(6)]
     pool.pause()

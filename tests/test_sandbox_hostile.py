@@ -21,7 +21,6 @@ import pytest
 from conftest import EXAMPLES, example_task
 
 from adaexplore.evaluator.results import Status
-from adaexplore.evaluator.sandbox.confine import LEVEL_FULL
 from adaexplore.evaluator.service import Evaluator
 
 SOFTMAX = (EXAMPLES / "kernels" / "softmax.py").read_text()
@@ -49,65 +48,43 @@ def hostile(attack: str) -> str:
     return SOFTMAX.replace(forward, "        attack()\n" + forward, 1) + ATTACK.replace("{attack}", body)
 
 
-@pytest.fixture(scope="module")
-def data_dir(tmp_path_factory):
-    """A server's data directory with a database that holds a token table."""
-    path = tmp_path_factory.mktemp("server-data")
-    db = sqlite3.connect(path / "adaexplore.db")
-    db.execute("create table tokens (name text, hash text, scopes text)")
-    db.execute("insert into tokens values ('alice', 'secret-hash-of-alice', 'read,write')")
-    db.commit()
-    db.close()
-    return path
-
-
-@pytest.fixture(scope="module")
-def sandboxed(data_dir, tmp_path_factory):
-    ev = Evaluator(work_dir=data_dir / "work", hidden_paths=[data_dir], max_parallel=2)
-    if ev.sandbox_level() != LEVEL_FULL:
-        ev.close()
-        pytest.skip("this machine cannot make namespaces: the sandbox runs at its weaker level")
-    yield ev
-    ev.close()
-
-
 def run(ev: Evaluator, attack: str, timeout_s: float = 60):
     return ev.evaluate(example_task("softmax", timeout_s=timeout_s), hostile(attack))
 
 
-def tokens(data_dir) -> list[tuple]:
-    db = sqlite3.connect(data_dir / "adaexplore.db")
+def tokens(server_data_dir) -> list[tuple]:
+    db = sqlite3.connect(server_data_dir / "adaexplore.db")
     try:
         return db.execute("select * from tokens").fetchall()
     finally:
         db.close()
 
 
-def test_a_candidate_cannot_write_the_database_or_mint_a_token(sandboxed, data_dir):
+def test_a_candidate_cannot_write_the_database_or_mint_a_token(sandboxed, server_data_dir):
     result = run(sandboxed, f'''
 import sqlite3
-db = sqlite3.connect({str(data_dir / "adaexplore.db")!r})
+db = sqlite3.connect({str(server_data_dir / "adaexplore.db")!r})
 db.execute("insert into tokens values ('mallory', 'minted', 'admin')")
 db.commit()
 ''')
     assert result.status is Status.correct, result.feedback()
-    assert [row[0] for row in tokens(data_dir)] == ["alice"]
+    assert [row[0] for row in tokens(server_data_dir)] == ["alice"]
 
 
-def test_a_candidate_cannot_read_the_token_table_into_its_feedback(sandboxed, data_dir):
+def test_a_candidate_cannot_read_the_token_table_into_its_feedback(sandboxed, server_data_dir):
     result = run(sandboxed, f'''
 import sqlite3
-rows = sqlite3.connect({str(data_dir / "adaexplore.db")!r}).execute("select * from tokens").fetchall()
+rows = sqlite3.connect({str(server_data_dir / "adaexplore.db")!r}).execute("select * from tokens").fetchall()
 raise Leak("stolen: " + repr(rows))
 ''')
     assert "secret-hash-of-alice" not in result.model_dump_json()
     assert result.status is Status.correct
 
 
-def test_a_candidate_cannot_write_home_the_data_directory_or_the_source_tree(sandboxed, data_dir):
+def test_a_candidate_cannot_write_home_the_data_directory_or_the_source_tree(sandboxed, server_data_dir):
     home = os.path.expanduser("~")
-    targets = [os.path.join(home, "pwned-by-candidate"), str(data_dir / "pwned"),
-               str(data_dir / "work" / "pwned"), os.path.join(os.path.dirname(__file__), "pwned")]
+    targets = [os.path.join(home, "pwned-by-candidate"), str(server_data_dir / "pwned"),
+               str(server_data_dir / "work" / "pwned"), os.path.join(os.path.dirname(__file__), "pwned")]
     result = run(sandboxed, f'''
 for path in {targets!r}:
     try:

@@ -50,7 +50,9 @@ for _ in range(200):
         fh.write("x")
     time.sleep(0.02)
 """
-    # The one place outside its sandbox a worker may write is a directory the job names.
+    # The one place outside its sandbox a worker may write is a directory the job names, handed
+    # over to the sandbox's uid.
+    confine.hand_over(os.path.dirname(marker))
     sandbox = Plan(writable=[os.path.dirname(marker)]).to_job()
     submitted = pool.submit(job("candidate", candidate_source=ticker + SOFTMAX_KERNEL, sandbox=sandbox), timeout_s)
     deadline = time.monotonic() + 30
@@ -209,6 +211,7 @@ if os.fork() == 0:
             fh.write("x")
         time.sleep(0.05)
 '''
+    confine.hand_over(tmp_path)  # the sandbox's uid writes there
     sandbox = Plan(writable=[str(tmp_path)]).to_job()
     submitted = pool.submit(job("candidate", candidate_source=escapee + SOFTMAX_KERNEL, sandbox=sandbox), 60)
     res = submitted.future.result(timeout=45)

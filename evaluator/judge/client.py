@@ -23,6 +23,7 @@ from contextlib import contextmanager
 from typing import Callable, Iterator
 
 from ...common.vocab import JudgeOp
+from ..sandbox import ring as rings
 from ..sandbox import wire
 from ..sandbox.frames import Discard
 from ..sandbox.launcher import Launcher
@@ -359,6 +360,11 @@ class RingLease:
             receiver.piece(self.ring_id, index, offset, n, slot)
         else:  # bytes nobody takes: the judge only hands the slot back, in turn with the others
             self.client.send({"op": JudgeOp.piece, "ring": self.ring_id, "slot": slot})
+
+    def intact(self) -> bool:
+        if self.geometry.device != "cpu" or not self._fds:  # device memory has no file size to lose
+            return True
+        return rings.intact(self._fds[0], self.geometry.nbytes)  # the first descriptor: the ring's memfd
 
     def lost(self) -> str | None:
         """Why the job's outputs could not all arrive: the judge that made the ring is gone."""

@@ -3,8 +3,8 @@
 Run as `python -m adaexplore.evaluator.judge.process FD DEVICE BUDGET_BYTES [HOST_BUDGET_BYTES [FD_CHANNEL]]` by the evaluator
 (`client.py`), which relays every worker's output bytes here. The evaluator is the only peer:
 candidate code never runs here and never reaches this process (workers sit in their own PID and
-network namespaces). Still, every size and index in a message is checked before use, since the
-bytes themselves come from candidates.
+network namespaces). Still, every size and index in a message is checked before use, and a
+ring's size before a slot of it is read, since the bytes themselves come from candidates.
 
 Messages (framed by `sandbox.wire`), all with a request id `req`:
 - begin {key, slot, mode: store|compare, metas, in_use, tolerance, trial}: outputs of one frame
@@ -264,6 +264,8 @@ class Judge:
         if not _next_in_order(pending, index, offset, n) or n > g.slot_bytes or not 0 <= slot < g.slots \
                 or pending.staged:
             raise ValueError("a piece out of order or outside its output or its ring")
+        if not ring.memory.intact():  # a slot past the end of a shrunk memfd would fault this process
+            raise ValueError("a piece in a ring whose memory shrank")
         t0 = time.perf_counter()
         source = ring.memory.slot(slot, n)
         if pending.check is None:

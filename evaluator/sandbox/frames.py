@@ -5,8 +5,11 @@ incrementally (`sandbox.wire` format). A frame's header is checked (the job's no
 match the declared tensors) before its data is read; then each tensor's bytes go, in the
 pieces they arrive in, to the receiver a `sink` gives for that frame (the judge), and the
 frame is kept as (header, [the receiver's answer]). Frames no sink takes are buffered and
-decoded as before, within `max_buffered` bytes. The stream is untrusted: the first thing
-that is not a frame the harness could have written stops reading, with the reason.
+decoded as before, within `max_buffered` bytes. What is kept is bounded per job: at most
+`max_messages` messages, and headers that take at most `max_header_bytes` once decoded (ring
+pieces are not kept, so a job may send any number of them). The stream is untrusted: the
+first thing that is not a frame the harness could have written stops reading, with the
+reason; going past a limit stops it as an overflow, with the limit (`overflow_reason`).
 """
 
 from __future__ import annotations
@@ -23,6 +26,15 @@ from .ring import Geometry
 _LEN = struct.Struct("<Q")
 MAX_HEADER = 1 << 20
 MAX_STREAMED_FRAME = 1 << 42  # data that is handed on is not held here
+# Kept per job. An honest job keeps at most about 60 messages (50 trials and a dozen reports),
+# whose headers take some kilobytes decoded, 5.6 MB at the most the protocol allows (50 trials
+# of 100 outputs, a timing report of 10,000 runs).
+MAX_MESSAGES = 4096
+MAX_HEADER_BYTES = 16 << 20
+# What a decoded header takes, at most, for each value in it: a Python object (a float, a list,
+# a dict, a string) and its place in its container. Its text alone would understate that more
+# than twentyfold ("[[],[],...]"); every value but the first follows a ",", "[", "{" or ":".
+VALUE_BYTES = 80
 
 
 class Receiver(Protocol):
@@ -51,23 +63,33 @@ class RingPieces(Protocol):
 
     def piece(self, receiver: Receiver, index: int, offset: int, n: int, slot: int) -> None: ...
 
+    def intact(self) -> bool:
+        """Whether the ring's memory still has its size (`ring.intact`): a slot of a shrunk one
+        faults the judge that reads it, so a piece there is refused as forged."""
+        ...
+
 
 class Overflow(Exception):
-    """More buffered bytes than allowed."""
+    """More kept than allowed: buffered bytes, messages or header bytes (the limit is its message)."""
 
 
 class FrameReader:
     def __init__(self, nonce: str | None, sink: Sink | None = None, max_buffered: int = 1 << 32,
-                 on_message: Callable[[dict, list], None] | None = None, ring: RingPieces | None = None) -> None:
+                 on_message: Callable[[dict, list], None] | None = None, ring: RingPieces | None = None,
+                 max_messages: int = MAX_MESSAGES, max_header_bytes: int = MAX_HEADER_BYTES) -> None:
         self.nonce, self.sink, self.max_buffered = nonce, sink, max_buffered
+        self.max_messages, self.max_header_bytes = max_messages, max_header_bytes
         self.ring = ring
         self._ring_frame: dict | None = None  # a frame whose tensors come through the ring, piece by piece
         self.on_message = on_message  # told of each message as it completes (a job's results so far)
         self.messages: list[tuple[dict, list]] = []
         self.error: str | None = None
         self.overflow = False
+        self.overflow_reason: str | None = None  # the limit it went past
         self._pending = bytearray()  # bytes of the prefix and header being assembled
         self._buffered = 0
+        self._kept = 0  # messages kept or being read, and what their headers take decoded
+        self._header_bytes = 0
         self._frame: dict | None = None  # the frame being read: head, sizes, position
         self._receiver: Receiver | None = None
 
@@ -82,8 +104,8 @@ class FrameReader:
                 view = self._step(view)
             except (wire.WireError, ValueError, TypeError) as exc:
                 self._fail(str(exc))
-            except Overflow:
-                self.overflow = True
+            except Overflow as exc:
+                self.overflow, self.overflow_reason = True, str(exc)
                 self._abort()
 
     def forwarding(self) -> tuple[Forwarder, int, int, int] | None:
@@ -156,15 +178,16 @@ class FrameReader:
         view = view[want:]
         if len(self._pending) < need + hlen:
             return view
+        raw = bytes(self._pending[need:need + hlen])
         try:
-            outer = orjson.loads(bytes(self._pending[need:need + hlen]))
+            outer = orjson.loads(raw)
         except orjson.JSONDecodeError as exc:
             raise wire.WireError(f"bad header: {exc}") from None
         self._pending = bytearray()
-        self._start_frame(outer, total, hlen)
+        self._start_frame(outer, total, hlen, decoded_bytes(raw))
         return view
 
-    def _start_frame(self, outer, total: int, hlen: int) -> None:
+    def _start_frame(self, outer, total: int, hlen: int, cost: int) -> None:
         if not isinstance(outer, dict) or not isinstance(outer.get("h"), dict) or not isinstance(outer.get("n"), list):
             raise wire.WireError("bad header shape")
         head, sizes = outer["h"], outer["n"]
@@ -182,16 +205,28 @@ class FrameReader:
             elif self._ring_frame is not None:
                 raise wire.WireError("a frame inside a ring frame's pieces")
             else:
+                self._keep(cost)
                 self._start_ring_frame(head)
             return
+        self._keep(cost)
         self._receiver = self.sink(head, metas) if (self.sink is not None and sizes) else None
         if self._receiver is None:
             self._buffered += sum(sizes)
             if self._buffered > self.max_buffered:
-                raise Overflow()
+                raise Overflow(f"more than {_size(self.max_buffered)} of tensors kept")
         self._frame = {"head": head, "metas": metas, "sizes": sizes, "blob": 0, "offset": 0, "tail": tail,
                        "data": [bytearray() for _ in sizes]}
         self._advance()
+
+    def _keep(self, cost: int) -> None:
+        """Count one more message to keep, whose header takes `cost` bytes decoded, before any of
+        it is read on or handed to a sink."""
+        self._kept += 1
+        self._header_bytes += cost
+        if self._kept > self.max_messages:
+            raise Overflow(f"more than {self.max_messages} messages")
+        if self._header_bytes > self.max_header_bytes:
+            raise Overflow(f"more than {_size(self.max_header_bytes)} of message headers")
 
     def _start_ring_frame(self, head: dict) -> None:
         """A frame whose tensors' descriptions came under "ring": their bytes follow as pieces."""
@@ -228,6 +263,8 @@ class FrameReader:
                 or offset + n > frame["sizes"][index] or not 0 <= slot < ring.geometry.slots \
                 or n % frame["itemsizes"][index]:
             raise wire.WireError("a piece out of order, outside its output or its ring, or splitting an element")
+        if not ring.intact():
+            raise wire.WireError("a piece in a ring whose memory shrank")
         ring.piece(receiver, index, offset, n, slot)
         frame["offset"] += n
         self._ring_advance()
@@ -280,6 +317,16 @@ class FrameReader:
     def _fail(self, reason: str) -> None:
         self.error = reason
         self._abort()
+
+
+def decoded_bytes(raw: bytes) -> int:
+    """At most the memory a JSON header of these bytes takes once decoded (see VALUE_BYTES)."""
+    values = 1 + raw.count(b",") + raw.count(b"[") + raw.count(b"{") + raw.count(b":")
+    return len(raw) + VALUE_BYTES * values
+
+
+def _size(n: int) -> str:
+    return f"{n / (1 << 30):.1f} GiB" if n >= 1 << 30 else f"{n / (1 << 20):.1f} MiB"
 
 
 class Discard:

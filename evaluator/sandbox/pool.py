@@ -1,8 +1,10 @@
 """The trusted side of the worker processes: starts the warm parent and collects results.
 
 Each job's results come straight from its process through a pipe this side created (its
-write end travels to the warm parent with the request), read by a thread of its own; the
-warm parent only reports how the process ended. Frames are parsed as they arrive
+write end travels to the warm parent with the request), read by a thread of its own, and so
+do its stdout and stderr, through a second pipe read within a limit (the last few KB are kept);
+the job itself (sources, nonce) travels in a sealed memfd that only the forked process reads.
+The warm parent starts with an allow-listed environment and only reports how the process ended. Frames are parsed as they arrive
 (`frames.py`): a job submitted with a sink hands its output bytes on in pieces (to the judge),
 so outputs are never held here; other frames are kept, within a size limit.
 """
@@ -27,7 +29,8 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from typing import Callable, Protocol
 
-from ...common.vocab import Op, Phase, Reply
+from ...common.redact import scrub
+from ...common.vocab import Kind, Op, Phase, Reply
 from . import wire
 from .frames import FrameReader, RingPieces, Sink
 from .launcher import Launcher
@@ -58,9 +61,11 @@ class WorkerResult:
     decode_error: str | None = None  # a complete frame the harness did not write
     truncated: bool = False  # the stream ends inside a frame
     overflow: bool = False
+    overflow_reason: str | None = None  # the limit its results went past (`frames.FrameReader`)
     infra: str | None = None  # set when our side failed (warm parent died, ...)
     killed_for: str | None = None  # why the trusted side killed it (time limit, result size), if it did
     process_limit_hit: bool = False  # a fork was refused at the job's process limit
+    memory_limit_hit: bool = False  # the kernel killed in the job for its host-memory limit
 
     def first(self, kind: str) -> tuple[dict, list] | None:
         for head, tensors in self.messages:
@@ -132,8 +137,10 @@ class _Running:
 
     def __init__(self, job_id: str, nonce: str, future: Future, read_fd: int,
                  on_ready: Callable[[], None] | None, sink: Sink | None = None,
-                 on_message: Callable[[dict, list], None] | None = None, ring: RingLease | None = None) -> None:
+                 on_message: Callable[[dict, list], None] | None = None, ring: RingLease | None = None,
+                 out_fd: int | None = None) -> None:
         self.job_id, self.nonce, self.future, self.read_fd = job_id, nonce, future, read_fd
+        self.output = OutputTail(out_fd)
         self.on_ready, self.sink, self.on_message, self.ring = on_ready, sink, on_message, ring
         self.overflow = False
         self.stopped = False  # killed because its results are no longer read
@@ -154,6 +161,7 @@ class WorkerPool:
         self.triton_cache_dir = triton_cache_dir
         self.visible_devices = visible_devices
         self.max_result_bytes = max_result_bytes
+        self.places = ((os.path.realpath(work_dir), "<work>"), (work_dir, "<work>"))  # with common.redact's
         self._lock = threading.Lock()
         self._jobs: dict[str, _Running] = {}
         self._ids = itertools.count(1)
@@ -169,7 +177,7 @@ class WorkerPool:
 
     # --- lifecycle ------------------------------------------------------------------
     def _start(self) -> None:
-        env = dict(os.environ)
+        env = parent_environment()
         if self.interpret:
             env["TRITON_INTERPRET"] = "1"
         else:
@@ -183,10 +191,12 @@ class WorkerPool:
         self._ready.clear()
         ours, theirs = socket.socketpair()
         try:
+            # -P and the root as working directory: no folder of ours (the scratch folder, the
+            # server's) is on the path a job's view is built from.
             self._proc = subprocess.Popen(
-                [sys.executable, "-m", "adaexplore.evaluator.sandbox.zygote", str(theirs.fileno())],
+                [sys.executable, "-P", "-m", "adaexplore.evaluator.sandbox.zygote", str(theirs.fileno())],
                 pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, stdout=None, stderr=None, env=env,
-                cwd=self.work_dir, start_new_session=True)
+                cwd="/", start_new_session=True)
         except BaseException:
             ours.close()
             raise
@@ -257,34 +267,40 @@ class WorkerPool:
             fut.set_result(_infra(str(exc)))
             return Submitted(job_id, fut)
         nonce = secrets.token_hex(16)
-        # Bytes (a candidate's compiled kernels) travel as blobs beside the JSON header.
-        blob_keys = [k for k, v in job.items() if isinstance(v, (bytes, bytearray))]
-        plain = {k: v for k, v in job.items() if k not in blob_keys}
         ring = ring if sink is not None else None
         extra = ring.fds() if ring is not None else []
-        frame = wire.pack({"op": Op.run, "job_id": job_id, "timeout_s": timeout_s, "blob_keys": blob_keys,
-                           "fds": 1 + len(extra),
-                           "job": {**plain, "work_dir": self.work_dir, "nonce": nonce, "gated": on_ready is not None,
-                                   "ring": ring.geometry.to_job() if ring is not None else None}},
-                          [job[k] for k in blob_keys])
+        try:
+            job_fd = _job_memfd({**job, "nonce": nonce, "gated": on_ready is not None,
+                                 "ring": ring.geometry.to_job() if ring is not None else None})
+        except OSError as exc:
+            fut.set_result(_infra(f"cannot hand the job over: {exc}"))
+            return Submitted(job_id, fut)
+        # What the warm parent needs to run the job, and nothing a caller wrote.
+        level = (job.get("sandbox") or {}).get("level")
+        ctl = {"work_dir": self.work_dir, "gated": on_ready is not None, "sandbox": {"level": level} if level else None,
+               "host_memory_bytes": job.get("host_memory_bytes")}
+        frame = wire.pack({"op": Op.run, "job_id": job_id, "timeout_s": timeout_s, "fds": 3 + len(extra), "job": ctl})
         r, w = os.pipe()
         _widen(r)
-        running = _Running(job_id, nonce, fut, r, on_ready, sink, on_message, ring)
+        out_r, out_w = os.pipe()
+        running = _Running(job_id, nonce, fut, r, on_ready, sink, on_message, ring, out_fd=out_r)
         with self._lock:
             self._jobs[job_id] = running
             try:
                 # None once closed: the AttributeError is caught
-                sent = socket.send_fds(self._sock, [frame], [w, *extra])  # type: ignore[arg-type]
+                sent = socket.send_fds(self._sock, [frame], [w, out_w, job_fd, *extra])  # type: ignore[arg-type]
                 if sent < len(frame):
                     # None once closed: the AttributeError is caught
                     self._sock.sendall(frame[sent:])  # type: ignore[union-attr]
             except (OSError, AttributeError) as exc:
                 self._jobs.pop(job_id, None)
                 os.close(r)
+                os.close(out_r)
                 fut.set_result(_infra(f"cannot reach the warm parent: {exc}"))
                 return Submitted(job_id, fut)
             finally:
-                os.close(w)
+                for fd in (w, out_w, job_fd):
+                    os.close(fd)
         threading.Thread(target=self._collect, args=(running,), daemon=True, name=f"adaexplore-{job_id}").start()
         if ring is not None:  # its outputs can no longer arrive: it ends now rather than at its deadline
             ring.when_lost(lambda: self.stop(job_id, "the judge that took its outputs ended"))
@@ -351,9 +367,13 @@ class WorkerPool:
         reader = FrameReader(job.nonce, job.sink, self.max_result_bytes, job.on_message, ring=job.ring)
         poller = select.poll()
         poller.register(job.read_fd, select.POLLIN)
+        job.output.watch(poller)
         try:
             while True:
-                if poller.poll(250):
+                events = dict(poller.poll(250))
+                if job.output.fd is not None and job.output.fd in events:
+                    job.output.read(poller)
+                if job.read_fd in events:
                     target = reader.forwarding()
                     ready = min(_buffered(job.read_fd), target[3]) if target is not None else 0
                     if target is not None and ready:
@@ -384,13 +404,20 @@ class WorkerPool:
                         self._stop_once(job, "its result channel stopped being read")
                     if reader.overflow and not job.overflow:
                         job.overflow = True
-                        self._stop_once(job, f"its results exceeded the {_size(self.max_result_bytes)} that may "
-                                             "travel to the evaluator")
+                        self._stop_once(job, f"its results went past a limit on what may travel to the evaluator "
+                                             f"({reader.overflow_reason})")
                 elif job.ended_at is not None and time.monotonic() - job.ended_at > PIPE_GRACE_S:
                     break  # the process is gone; whatever still holds the pipe is ignored
         finally:
             os.close(job.read_fd)
+        job.output.drain(lambda: job.ended_at is not None and time.monotonic() - job.ended_at > PIPE_GRACE_S)
         messages, err, truncated = reader.finish()
+        for head, _ in messages:  # a job's own error report, as an agent will read it
+            error = head.get("error") if head.get("kind") == Kind.error else None
+            if isinstance(error, dict):
+                for key in ("message", "trace"):
+                    if isinstance(error.get(key), str):
+                        error[key] = scrub(error[key], self.places)
         # The judge that held its ring ended while it ran: some of its outputs, or the slots it
         # waited for, went with it (at worst a job judged in full runs once more).
         lost = job.ring.lost() if job.ring is not None else None
@@ -402,16 +429,18 @@ class WorkerPool:
             result = _infra(str(end.get("infra") or job.infra))
         elif end.get("confined") is False and not end.get("killed_for"):
             # It ended before its sandbox was up, so before any task or candidate code ran.
-            tail = str(end.get("output_tail", "")).strip().splitlines()
+            tail = scrub(job.output.text(), self.places).strip().splitlines()
             result = _infra("the worker's sandbox could not be set up: " + (tail[-1] if tail else "no message"))
         else:
             result = WorkerResult(
                 exit_code=end.get("exit_code"), signal=end.get("signal"), timed_out=bool(end.get("timed_out")),
-                elapsed_s=float(end.get("elapsed_s", 0.0)), output_tail=str(end.get("output_tail", "")),
+                elapsed_s=float(end.get("elapsed_s", 0.0)), output_tail=scrub(job.output.text(), self.places),
                 messages=[] if job.overflow else messages, decode_error=None if job.overflow else err,
                 truncated=truncated,
-                overflow=job.overflow, killed_for=end.get("killed_for") or None,
-                process_limit_hit=bool(end.get("process_limit_hit")))
+                overflow=job.overflow, overflow_reason=reader.overflow_reason if job.overflow else None,
+                killed_for=end.get("killed_for") or None,
+                process_limit_hit=bool(end.get("process_limit_hit")),
+                memory_limit_hit=bool(end.get("memory_limit_hit")))
         if not job.future.done():
             job.future.set_result(result)
 
@@ -467,6 +496,88 @@ class WorkerPool:
             self._end(job, {"infra": reason})
 
 
+# The only variables of the server's environment the warm parent (and so any job) may see: what
+# Python, torch, Triton and CUDA need to run. A token or key in the server's environment stays there.
+PARENT_ENV = ("PATH", "PYTHONPATH", "LD_LIBRARY_PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "OMP_NUM_THREADS",
+              "MKL_NUM_THREADS", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "OPENBLAS_NUM_THREADS", "CUDA_HOME",
+              "CUDA_PATH", "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "CUDA_MODULE_LOADING",
+              "NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS",
+              "TRITON_INTERPRET", "TRITON_CACHE_DIR", "TRITON_PTXAS_PATH", "TRITON_LIBCUDA_PATH",
+              "ADAEXPLORE_SANDBOX_UID", "ADAEXPLORE_MAX_PROCESSES", "HF_HUB_OFFLINE")
+OUTPUT_TAIL = 2000  # characters of a job's stdout and stderr kept for its feedback
+
+
+def parent_environment() -> dict[str, str]:
+    """The warm parent's environment: the allow-listed variables of ours that are set."""
+    return {k: os.environ[k] for k in PARENT_ENV if k in os.environ}
+
+
+def _job_memfd(job: dict) -> int:
+    """A sealed memfd holding `job` (bytes values travel as blobs): what the job's process reads."""
+    blob_keys = [k for k, v in job.items() if isinstance(v, (bytes, bytearray))]
+    plain = {k: v for k, v in job.items() if k not in blob_keys}
+    data = wire.pack({"job": plain, "blob_keys": blob_keys}, [job[k] for k in blob_keys])
+    fd = os.memfd_create("adaexplore-job", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        fcntl.fcntl(fd, fcntl.F_ADD_SEALS,
+                    fcntl.F_SEAL_WRITE | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+class OutputTail:
+    """A job's stdout and stderr, read from its pipe as they come: the last OUTPUT_TAIL characters
+    are kept, the rest dropped, so a job that prints without end costs a bounded buffer."""
+
+    def __init__(self, fd: int | None) -> None:
+        self.fd = fd
+        self.kept = bytearray()
+
+    def watch(self, poller) -> None:
+        if self.fd is not None:
+            os.set_blocking(self.fd, False)
+            poller.register(self.fd, select.POLLIN)
+
+    def read(self, poller=None) -> bool:
+        """Read what is there; False once the pipe is closed (then it is closed here too)."""
+        if self.fd is None:
+            return False
+        try:
+            data = os.read(self.fd, 1 << 16)
+        except BlockingIOError:
+            return True
+        except OSError:
+            data = b""
+        if not data:
+            if poller is not None:
+                poller.unregister(self.fd)
+            os.close(self.fd)
+            self.fd = None
+            return False
+        self.kept += data
+        if len(self.kept) > 4 * OUTPUT_TAIL:
+            del self.kept[:len(self.kept) - 4 * OUTPUT_TAIL]
+        return True
+
+    def drain(self, gave_up: Callable[[], bool]) -> None:
+        """Read to the end of the pipe, or until `gave_up()` (an escaped process still holds it)."""
+        while self.fd is not None:
+            ready, _, _ = select.select([self.fd], [], [], 0.1)
+            if ready:
+                self.read()
+            elif gave_up():
+                os.close(self.fd)
+                self.fd = None
+
+    def text(self) -> str:
+        return self.kept.decode("utf-8", "replace")[-OUTPUT_TAIL:]
+
+
 def _widen(fd: int) -> None:
     """Give a job's pipe the largest buffer allowed (8 MB where the server may exceed the
     system's 1 MB default limit): fewer, larger pieces for big outputs."""
@@ -484,10 +595,6 @@ def _buffered(fd: int) -> int:
         return struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0"))[0]
     except OSError:
         return 0
-
-
-def _size(n: int) -> str:
-    return f"{n / (1 << 30):.1f} GiB" if n >= 1 << 30 else f"{n / (1 << 20):.1f} MiB"
 
 
 def _infra(reason: str) -> WorkerResult:

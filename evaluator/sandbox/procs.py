@@ -73,3 +73,27 @@ def children_of(parent: int) -> list[int]:
             if len(fields) > 1 and fields[1] == str(parent).encode():
                 found.append(int(entry))
     return found
+
+
+def file_table() -> tuple[int, int]:
+    """(open files, most the machine allows): the system-wide table every non-root process
+    draws on, root's processes exempt (/proc/sys/fs/file-nr); (0, 0) where it cannot be read."""
+    try:
+        allocated, _free, most = (int(x) for x in open("/proc/sys/fs/file-nr").read().split())
+        return allocated, most
+    except (OSError, ValueError):
+        return 0, 0
+
+
+def files_held(pids: list[int]) -> int:
+    """Open files these processes hold: their descriptors, and the files mapped into their memory
+    (a mapping keeps its file open after its descriptor is closed)."""
+    held = 0
+    for pid in pids:
+        try:
+            held += len(os.listdir(f"/proc/{pid}/fd"))
+            with open(f"/proc/{pid}/maps", "rb") as fh:
+                held += sum(1 for line in fh if line.split(maxsplit=5)[4:5] not in ([b"0"], []))
+        except OSError:
+            continue
+    return held

@@ -17,11 +17,15 @@ it, and a ring serves one job and is freed after it), so a candidate that writes
 at any time changes only what its own outputs are said to be. The judge reads a slot only
 between a piece's announcement and its credit, checks every index, offset and size, and
 credits even a piece it refuses, so a worker is never stuck; a worker that never reads its
-credits only stops itself.
+credits only stops itself. A CPU ring's memfd is sealed at its size: a job that could shrink
+it would have the judge fault (SIGBUS) on the slot it reads next, and the judge holds every
+task's references. The evaluator, before it passes a piece on, and the judge, before it reads
+one, check that size all the same: a piece of a ring that shrank is refused as forged.
 """
 
 from __future__ import annotations
 
+import fcntl
 import mmap
 import os
 import time
@@ -64,8 +68,15 @@ class Geometry:
 class Memory:
     """A ring's memory in this process, as a flat uint8 tensor (`tensor`) cut into slots of `slot_bytes`."""
 
-    def __init__(self, tensor: Any, slot_bytes: int, fd: int | None, closer: Any) -> None:
+    def __init__(self, tensor: Any, slot_bytes: int, fd: int | None, closer: Any, size_fd: int | None = None) -> None:
         self.tensor, self.slot_bytes, self.fd, self._closer = tensor, slot_bytes, fd, closer
+        # A CPU ring's memfd, kept by its maker (after `fd` has gone to the job) to check its size.
+        self._size_fd = size_fd
+        self.nbytes = tensor.numel()
+
+    def intact(self) -> bool:
+        """Whether all of this memory is still there to read (see `intact`)."""
+        return self._size_fd is None or intact(self._size_fd, self.nbytes)
 
     def slot(self, slot: int, n: int) -> Any:
         """The first `n` bytes of slot `slot`."""
@@ -74,9 +85,10 @@ class Memory:
 
     def close(self) -> None:
         self.tensor = None
-        if self.fd is not None:
-            os.close(self.fd)
-            self.fd = None
+        for fd in (self.fd, self._size_fd):
+            if fd is not None:
+                os.close(fd)
+        self.fd = self._size_fd = None
         closer, self._closer = self._closer, None
         if closer is not None:
             closer()
@@ -94,9 +106,37 @@ def make(geometry: Geometry) -> Memory:
             shared.close()
             raise
         return Memory(shared.tensor, geometry.slot_bytes, fd, shared.close)
-    fd = os.memfd_create("adaexplore-ring", os.MFD_CLOEXEC)
-    os.ftruncate(fd, geometry.nbytes)
-    return _mapped(fd, geometry, keep_fd=True)
+    fd = os.memfd_create("adaexplore-ring", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+    size_fd = None
+    try:
+        os.ftruncate(fd, geometry.nbytes)
+        _seal(fd)
+        size_fd = os.dup(fd)
+        return _mapped(fd, geometry, keep_fd=True, size_fd=size_fd)
+    except BaseException:
+        for opened in (fd, size_fd):
+            if opened is not None:
+                os.close(opened)
+        raise
+
+
+# The job writes its ring (no write seal), but its size is fixed for good: no shrinking, no
+# growing, and no unsealing.
+SEALS = fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL
+
+
+def _seal(fd: int) -> None:
+    fcntl.fcntl(fd, fcntl.F_ADD_SEALS, SEALS)
+
+
+def intact(fd: int, nbytes: int) -> bool:
+    """Whether the CPU ring memory behind `fd` still has its `nbytes`: a page of a mapping past
+    the end of its file faults whoever reads it (SIGBUS). A sealed ring always has them; this
+    is the check for where a seal could be missing."""
+    try:
+        return os.fstat(fd).st_size == nbytes
+    except OSError:
+        return False
 
 
 def attach(fd: int, geometry: Geometry, device_index: int | None = None) -> Memory:
@@ -122,7 +162,7 @@ def _index(device: str) -> int:
     return parsed.index if parsed.index is not None else torch.cuda.current_device()
 
 
-def _mapped(fd: int, geometry: Geometry, keep_fd: bool) -> Memory:
+def _mapped(fd: int, geometry: Geometry, keep_fd: bool, size_fd: int | None = None) -> Memory:
     import torch
 
     view = mmap.mmap(fd, geometry.nbytes)
@@ -134,7 +174,7 @@ def _mapped(fd: int, geometry: Geometry, keep_fd: bool) -> Memory:
         except BufferError:  # a view of it is still alive somewhere: unmapped once it is gone
             pass
 
-    return Memory(tensor, geometry.slot_bytes, fd if keep_fd else None, unmap)
+    return Memory(tensor, geometry.slot_bytes, fd if keep_fd else None, unmap, size_fd)
 
 
 class RingWriter:

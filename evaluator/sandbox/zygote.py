@@ -1,20 +1,25 @@
 """The warm parent: imports torch and Triton once, then forks one process per job.
 
-Run as `python -m adaexplore.evaluator.sandbox.zygote FD`, where FD is one end of a Unix socket to
-the evaluator. Each job request arrives on it with the write end of a pipe attached (file
-descriptor passing): the forked child writes its results straight into that pipe, so large
-outputs never pass through this process. This process only manages lives: it answers with
-each child's exit status and captured output, enforces deadlines, relays the timing gate
+Run as `python -P -m adaexplore.evaluator.sandbox.zygote FD`, where FD is one end of a Unix socket
+to the evaluator, with an environment the evaluator allow-listed. Each job request arrives on it
+as a few lifecycle settings with descriptors attached (file descriptor passing): the write ends
+of the job's result and output pipes, and a sealed memfd holding the job itself (task and
+candidate source, nonce). Only the forked child reads that memfd, so this process, whose memory
+every later job inherits, never holds a caller's source, nonce or output; the child writes its
+results and its stdout/stderr straight into the pipes, which the evaluator reads. This process
+only manages lives: it answers with each child's exit status, enforces deadlines, stops a job that
+takes the machine's file table, relays the timing gate
 (a child that is ready to measure waits until the evaluator holds the GPU for it), and
 pauses the other children while one measures (their deadlines stand still meanwhile), but for
 those compiling Triton kernels, which go on and wait on their own before any GPU work
 (`compile_mark`).
 
 It never initializes CUDA, so each forked child can. It is single-threaded on purpose:
-forking a threaded process is unsafe. Each child gets its own process group, a process-count
-cgroup, a scrubbed environment and redirected stdout/stderr, and then enters the sandbox
-(`confine.py`: namespaces, a read-only view, no capabilities, seccomp, limits) before any task
-or candidate code runs; a hard deadline kills the whole group.
+forking a threaded process is unsafe. Each child gets its own process group, a pids, a memory
+and a cpu cgroup, a scrubbed environment and stdout/stderr on its output pipe, and then enters the
+sandbox (`confine.py`: namespaces, an allow-listed read-only view, an unprivileged uid, no
+capabilities, seccomp, limits) before any task or candidate code runs; a hard deadline kills
+the whole group.
 """
 
 from __future__ import annotations
@@ -32,21 +37,22 @@ import time
 
 from ...common.vocab import Job, Op, Phase, Reply
 from . import confine
+from .cgroups import JobCgroups
 from .compile_mark import CompileMark
-from .procs import adopt_orphans, children_of, die_with_parent, until_stopped
+from .procs import adopt_orphans, children_of, die_with_parent, file_table, files_held, until_stopped
 
 KEEP_ENV = ("PATH", "TRITON_INTERPRET", "TRITON_CACHE_DIR", "CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH",
             "CUDA_HOME", "TRITON_PTXAS_PATH", "TRITON_LIBCUDA_PATH", "NCCL_NVLS_ENABLE",
             "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS", "OMP_NUM_THREADS")
-OUTPUT_FILE = "output.txt"
-OUTPUT_TAIL = 2000
 PAUSE_CONFIRM_S = 0.5
 SWEEP_EVERY_S = 1.0  # how often orphans that candidates left behind are looked for
+FILE_TABLE_ALARM = 0.5  # the machine's open files, as a share of its most, at which jobs are counted
+FILE_TABLE_SHARE = 0.1  # a job holding this share of the machine's most then is stopped
 
 
 class Child:
-    def __init__(self, job_id: str, pid: int, timeout_s: float, scratch: str, gate: socket.socket | None,
-                 pidfd: int | None, cgroup: str | None = None, setup_fd: int | None = None,
+    def __init__(self, job_id: str, pid: int, timeout_s: float, scratch: str | None, gate: socket.socket | None,
+                 pidfd: int | None, cgroup: list[str] | None = None, setup_fd: int | None = None,
                  mark: CompileMark | None = None) -> None:
         self.job_id, self.pid, self.timeout_s, self.scratch = job_id, pid, timeout_s, scratch
         self.cgroup, self.setup_fd, self.mark = cgroup, setup_fd, mark
@@ -62,10 +68,10 @@ class Child:
 
 
 class Zygote:
-    def __init__(self, ctrl: socket.socket, level: str, limits: confine.ProcessLimit) -> None:
+    def __init__(self, ctrl: socket.socket, level: str, limits: JobCgroups) -> None:
         self.ctrl = ctrl
         self.level, self.limits = level, limits
-        self.stale_cgroups: list[str] = []
+        self.stale_cgroups: list[list[str]] = []
         self.sel = selectors.DefaultSelector()
         self.sel.register(ctrl, selectors.EVENT_READ, None)
         self.children: dict[str, Child] = {}
@@ -97,15 +103,10 @@ class Zygote:
             head, blobs = wire.unpack(body)
             op = head.get("op")
             if op == Op.run:
-                job = {**head["job"], **{k: bytes(b) for k, b in zip(head.get("blob_keys") or [], blobs)}}
-                # Every run request was sent with its result pipe (and, for a job with a ring, the
-                # ring's memory and credit pipe), which arrive with its first byte.
-                fds = [self.fds.popleft() for _ in range(max(1, int(head.get("fds") or 1)))]
-                if job.get("ring") and len(fds) == 3:
-                    job["ring"] = {**job["ring"], "fd": fds[1], "credit_fd": fds[2]}
-                else:
-                    job["ring"] = None
-                self._spawn(head["job_id"], job, float(head["timeout_s"]), fds[0], fds[1:])
+                # Every run request was sent with its result pipe, output pipe and job memfd (and,
+                # for a job with a ring, the ring's memory and credit pipe), which arrive with its first byte.
+                fds = [self.fds.popleft() for _ in range(max(3, int(head.get("fds") or 3)))]
+                self._spawn(head["job_id"], dict(head.get("job") or {}), float(head["timeout_s"]), fds)
             elif op == Op.go:
                 # a missing id finds no child
                 self._open_gate(self.children.get(head.get("job_id")))  # type: ignore[arg-type]
@@ -128,14 +129,16 @@ class Zygote:
         self.ctrl.sendall(wire.pack(head))
 
     # --- children -------------------------------------------------------------------
-    def _spawn(self, job_id: str, job: dict, timeout_s: float, result_fd: int, extra_fds: list[int]) -> None:
-        scratch = tempfile.mkdtemp(prefix="cand-", dir=job.get("work_dir") or None)
-        job = {**job, "scratch": scratch}
+    def _spawn(self, job_id: str, ctl: dict, timeout_s: float, fds: list[int]) -> None:
+        """Fork the job's process. `ctl` holds only what this process needs to run it (gate, sandbox
+        plan, memory); the job itself is in the memfd `fds[2]`, which only the child reads."""
+        full = self.level == confine.LEVEL_FULL and (ctl.get("sandbox") or {}).get("level", self.level) == self.level
+        # Only a worker without namespaces works in a host folder; a confined one works in its own /tmp.
+        scratch = None if full else tempfile.mkdtemp(prefix="cand-", dir=ctl.get("work_dir") or None)
         gate = gate_child = None
-        if job.get("gated"):
+        if ctl.get("gated"):
             gate, gate_child = socket.socketpair()
-            job["gate_fd"] = gate_child.fileno()
-        cgroup = self.limits.create(job_id)
+        cgroup = self.limits.create(job_id, int(ctl.get("host_memory_bytes") or 0) or None)
         # The child writes one byte here once it is confined, before any task or candidate code:
         # a child that ends without it failed to set up, which is ours, not the kernel's.
         setup_r, setup_w = os.pipe()
@@ -143,7 +146,7 @@ class Zygote:
         try:
             pid = os.fork()
         except OSError as exc:
-            for fd in (result_fd, *extra_fds):
+            for fd in fds:
                 os.close(fd)
             os.close(setup_r)
             os.close(setup_w)
@@ -152,15 +155,16 @@ class Zygote:
             for sock in (gate, gate_child):
                 if sock is not None:
                     sock.close()
-            shutil.rmtree(scratch, ignore_errors=True)
+            if scratch is not None:
+                shutil.rmtree(scratch, ignore_errors=True)
             self._reply({"job_id": job_id, Reply.finished.value: True, "infra": f"cannot start a worker: {exc}"})
             return
         if pid == 0:  # child
             if gate is not None:
                 gate.close()
             os.close(setup_r)
-            self._become_worker(job, result_fd, scratch, keep=gate_child, cgroup=cgroup, setup=setup_w, mark=mark)
-        for fd in (result_fd, *extra_fds):
+            self._become_worker(ctl, fds, scratch, keep=gate_child, cgroup=cgroup, setup=setup_w, mark=mark)
+        for fd in fds:
             os.close(fd)
         os.close(setup_w)
         mark.forked(child=False)
@@ -179,8 +183,8 @@ class Zygote:
         if pidfd is not None:
             self.sel.register(pidfd, selectors.EVENT_READ, ("exit", child))
 
-    def _become_worker(self, job: dict, w: int, scratch: str, keep: socket.socket | None, cgroup: str | None,
-                       setup: int, mark: CompileMark) -> None:
+    def _become_worker(self, ctl: dict, fds: list[int], scratch: str | None, keep: socket.socket | None,
+                       cgroup: list[str] | None, setup: int, mark: CompileMark) -> None:
         code = 70
         forked_at = time.monotonic()
         try:
@@ -201,22 +205,33 @@ class Zygote:
                 except OSError:
                     pass
             mark.forked(child=True)
-            confine.ProcessLimit.join(cgroup)
-            os.chdir(scratch)
+            result_fd, output_fd, job_fd, ring_fds = fds[0], fds[1], fds[2], fds[3:]
+            job = read_job(job_fd)
+            JobCgroups.join(cgroup)
+            os.chdir(scratch or "/")
             devnull = os.open(os.devnull, os.O_RDONLY)
             os.dup2(devnull, 0)
-            out = os.open(os.path.join(scratch, OUTPUT_FILE), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            os.dup2(out, 1)
-            os.dup2(out, 2)
+            os.dup2(output_fd, 1)
+            os.dup2(output_fd, 2)
+            os.close(output_fd)
             plan = confine.Plan.from_job(job.get("sandbox") or {"level": self.level})
             if plan.level == confine.LEVEL_FULL and self.level != confine.LEVEL_FULL:
                 plan.level = self.level
-            workdir = confine.enter(plan, int(job.get("memory_limit_bytes") or 0) or None)
+            excluded = [p for p in (ctl.get("work_dir"),) if p]
+            workdir = confine.enter(plan, int(job.get("memory_limit_bytes") or 0) or None, excluded=excluded)
             os.write(setup, b"s")
             os.close(setup)
             job["scratch"] = workdir  # the job's files live inside its own view
+            if job.get("gated") and keep is not None:
+                job["gate_fd"] = keep.fileno()
+            ring = job.get("ring")
+            if ring and len(ring_fds) == 2:
+                job["ring"] = {**ring, "fd": ring_fds[0], "credit_fd": ring_fds[1]}
+            else:
+                job["ring"] = None
             env = {k: os.environ[k] for k in KEEP_ENV if k in os.environ}
-            env.update(HOME=workdir, TMPDIR=workdir)
+            # No account of the host owns the sandbox's uid: libraries that ask who runs them read these.
+            env.update(HOME=workdir, TMPDIR=workdir, USER="sandbox", LOGNAME="sandbox")
             if plan.level == confine.LEVEL_FULL:  # a cache of its own: nothing another job reads
                 env["TRITON_CACHE_DIR"] = os.path.join(workdir, ".triton")
             os.environ.clear()
@@ -236,7 +251,7 @@ class Zygote:
                       Job.footprint: footprint.run_footprint}[job["kind"]]
             ring = job.get("ring")
             writer = RingWriter(int(ring["fd"]), int(ring["credit_fd"]), Geometry.from_job(ring)) if ring else None
-            rep = Reporter(w, job.get("nonce"), gate=keep.fileno() if keep else None, ring=writer)
+            rep = Reporter(result_fd, job.get("nonce"), gate=keep.fileno() if keep else None, ring=writer)
             rep.phases[Phase.start] = time.monotonic() - forked_at  # the sandbox, imports: before any job code
             install(mark, timing.drain_device, tally=rep.phases)
             runner(job, rep)
@@ -366,30 +381,23 @@ class Zygote:
             except OSError:
                 confined = False
             os.close(child.setup_fd)
-        process_limit_hit = confine.ProcessLimit.hit(child.cgroup)
+        process_limit_hit = JobCgroups.process_limit_hit(child.cgroup)
+        memory_limit_hit = JobCgroups.memory_limit_hit(child.cgroup)
         if child.cgroup:
             self.stale_cgroups.append(child.cgroup)
-        tail = ""
-        try:
-            with open(os.path.join(child.scratch, OUTPUT_FILE), "rb") as fh:
-                fh.seek(0, os.SEEK_END)
-                size = fh.tell()
-                fh.seek(max(0, size - OUTPUT_TAIL))
-                tail = fh.read().decode("utf-8", "replace")
-        except OSError:
-            pass
-        shutil.rmtree(child.scratch, ignore_errors=True)
+        if child.scratch is not None:
+            shutil.rmtree(child.scratch, ignore_errors=True)
         self._reply({
             "job_id": child.job_id,
             Reply.finished.value: True,
             "confined": confined,
             "killed_for": child.killed_for or ("its time limit" if child.timed_out else None),
             "process_limit_hit": process_limit_hit,
+            "memory_limit_hit": memory_limit_hit,
             "exit_code": os.WEXITSTATUS(status) if os.WIFEXITED(status) else None,
             "signal": os.WTERMSIG(status) if os.WIFSIGNALED(status) else None,
             "timed_out": child.timed_out,
             "elapsed_s": time.monotonic() - child.started,
-            "output_tail": tail,
         })
 
     def _check_children(self) -> None:
@@ -403,13 +411,31 @@ class Zygote:
                 self.next_sweep = 0.0  # its orphans, if any, are ours now
         if now >= self.next_sweep:
             self._sweep_orphans()
+            self._watch_file_table()
             self.stale_cgroups = [c for c in self.stale_cgroups if not self._removed(c)]
             self.next_sweep = now + SWEEP_EVERY_S
 
+    def _watch_file_table(self) -> None:
+        """Stop the job that holds the most open files once the machine's table is half full.
+        Files mapped into memory stay open after their descriptors close, so no per-process
+        limit caps what a job holds, and a full table fails every other job's next open."""
+        used, most = file_table()
+        if not most or used < most * FILE_TABLE_ALARM or not self.children:
+            return
+        held = {child: files_held(JobCgroups.processes(child.cgroup)) for child in self.children.values()
+                if child.status is None and child.killed_for is None}
+        if not held:
+            return
+        worst = max(held, key=held.__getitem__)
+        if held[worst] >= most * FILE_TABLE_SHARE:
+            worst.killed_for = (f"it held {held[worst]:,} open files, {100 * held[worst] / most:.0f}% of the "
+                                "machine's file table, which every job shares")
+            self._kill(worst)
+
     @staticmethod
-    def _removed(cgroup: str) -> bool:
-        confine.ProcessLimit.remove(cgroup)
-        return not os.path.exists(cgroup)
+    def _removed(cgroup: list[str]) -> bool:
+        JobCgroups.remove(cgroup)
+        return not any(os.path.exists(p) for p in cgroup)
 
     def _sweep_orphans(self) -> None:
         """Kill and reap every process that was left to us by a process that died: a candidate
@@ -442,11 +468,30 @@ class Zygote:
             self._check_children()
         for child in list(self.children.values()):
             self._kill(child)
-            shutil.rmtree(child.scratch, ignore_errors=True)
+            if child.scratch is not None:
+                shutil.rmtree(child.scratch, ignore_errors=True)
         time.sleep(0.05)  # killed processes leave their cgroups
         for cgroup in self.stale_cgroups + [c.cgroup for c in self.children.values() if c.cgroup]:
-            confine.ProcessLimit.remove(cgroup)
+            JobCgroups.remove(cgroup)
         self.limits.close()
+
+
+def read_job(fd: int) -> dict:
+    """The job a run request carries in its memfd (see `WorkerPool.submit`); closes `fd`."""
+    from . import wire
+
+    try:
+        size = os.fstat(fd).st_size
+        data = bytearray()
+        while len(data) < size:
+            piece = os.pread(fd, min(size - len(data), 1 << 26), len(data))
+            if not piece:
+                break
+            data += piece
+    finally:
+        os.close(fd)
+    head, blobs = wire.unpack(bytes(data[8:]))
+    return {**head["job"], **{k: bytes(b) for k, b in zip(head.get("blob_keys") or [], blobs)}}
 
 
 def main() -> None:
@@ -476,9 +521,10 @@ def main() -> None:
     from . import wire
 
     level, detail = confine.probe()
-    limits = confine.ProcessLimit(int(os.environ.get("ADAEXPLORE_MAX_PROCESSES", "256")))
+    limits = JobCgroups(int(os.environ.get("ADAEXPLORE_MAX_PROCESSES", "256")))
     ctrl.sendall(wire.pack({Reply.ready.value: True, "pid": os.getpid(),
-                            "sandbox": {"level": level, "detail": detail, "process_limit": limits.available}}))
+                            "sandbox": {"level": level, "detail": detail, "process_limit": limits.available,
+                                        "memory_limit": limits.memory_available}}))
     Zygote(ctrl, level, limits).serve()
 
 
