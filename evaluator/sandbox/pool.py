@@ -32,6 +32,7 @@ from typing import Callable, Protocol
 from ...common.redact import scrub
 from ...common.vocab import Kind, Op, Phase, Reply
 from . import wire
+from .confine import LEVEL_FULL
 from .frames import FrameReader, RingPieces, Sink
 from .launcher import Launcher
 from .ring import Geometry
@@ -182,8 +183,6 @@ class WorkerPool:
             env["TRITON_INTERPRET"] = "1"
         else:
             env.pop("TRITON_INTERPRET", None)
-        if self.triton_cache_dir:
-            env["TRITON_CACHE_DIR"] = self.triton_cache_dir
         if self.visible_devices is not None:
             env["CUDA_VISIBLE_DEVICES"] = self.visible_devices
         env["ADAEXPLORE_MAX_PROCESSES"] = str(self.max_processes)
@@ -279,6 +278,8 @@ class WorkerPool:
         level = (job.get("sandbox") or {}).get("level")
         ctl = {"work_dir": self.work_dir, "gated": on_ready is not None, "sandbox": {"level": level} if level else None,
                "host_memory_bytes": job.get("host_memory_bytes")}
+        if level and level != LEVEL_FULL:  # a job without namespaces shares the evaluator's Triton cache
+            ctl["triton_cache_dir"] = self.triton_cache_dir
         frame = wire.pack({"op": Op.run, "job_id": job_id, "timeout_s": timeout_s, "fds": 3 + len(extra), "job": ctl})
         r, w = os.pipe()
         _widen(r)
@@ -502,7 +503,7 @@ PARENT_ENV = ("PATH", "PYTHONPATH", "LD_LIBRARY_PATH", "LANG", "LC_ALL", "LC_CTY
               "MKL_NUM_THREADS", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "OPENBLAS_NUM_THREADS", "CUDA_HOME",
               "CUDA_PATH", "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "CUDA_MODULE_LOADING",
               "NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS",
-              "TRITON_INTERPRET", "TRITON_CACHE_DIR", "TRITON_PTXAS_PATH", "TRITON_LIBCUDA_PATH",
+              "TRITON_INTERPRET", "TRITON_PTXAS_PATH", "TRITON_LIBCUDA_PATH",
               "ADAEXPLORE_SANDBOX_UID", "ADAEXPLORE_MAX_PROCESSES", "HF_HUB_OFFLINE")
 OUTPUT_TAIL = 2000  # characters of a job's stdout and stderr kept for its feedback
 

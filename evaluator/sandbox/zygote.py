@@ -41,7 +41,7 @@ from .cgroups import JobCgroups
 from .compile_mark import CompileMark
 from .procs import adopt_orphans, children_of, die_with_parent, file_table, files_held, until_stopped
 
-KEEP_ENV = ("PATH", "TRITON_INTERPRET", "TRITON_CACHE_DIR", "CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH",
+KEEP_ENV = ("PATH", "TRITON_INTERPRET", "CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH",
             "CUDA_HOME", "TRITON_PTXAS_PATH", "TRITON_LIBCUDA_PATH", "NCCL_NVLS_ENABLE",
             "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS", "OMP_NUM_THREADS")
 PAUSE_CONFIRM_S = 0.5
@@ -234,6 +234,8 @@ class Zygote:
             env.update(HOME=workdir, TMPDIR=workdir, USER="sandbox", LOGNAME="sandbox")
             if plan.level == confine.LEVEL_FULL:  # a cache of its own: nothing another job reads
                 env["TRITON_CACHE_DIR"] = os.path.join(workdir, ".triton")
+            elif ctl.get("triton_cache_dir"):  # no namespaces: the evaluator's, shared
+                env["TRITON_CACHE_DIR"] = str(ctl["triton_cache_dir"])
             os.environ.clear()
             os.environ.update(env)
             if job.get("threads"):
