@@ -18,41 +18,13 @@ import uuid
 import pytest
 from conftest import EXAMPLES, example_task
 from test_sandbox_hostile import hostile, run
+from test_sandbox_redteam import concurrently, honest, honest_and_serving
 
 from adaexplore.evaluator.results import Status
-from adaexplore.evaluator.service import Evaluator
 
 SOFTMAX = (EXAMPLES / "kernels" / "softmax.py").read_text()
 SECRET = "secret-hash-of-alice"
 ONCE = "import builtins\nif getattr(builtins, 'rt2_done', False):\n    return None\nbuiltins.rt2_done = True\n"
-
-
-def concurrently(ev: Evaluator, first: str, second: str, *, head_start_s: float = 1.5,
-                 first_timeout_s: float = 90, second_timeout_s: float = 90):
-    """Evaluate two candidates side by side, the second once the first is under way."""
-    results = {}
-
-    def evaluate(name, source, timeout_s):
-        t0 = time.monotonic()
-        results[name] = ev.evaluate(example_task("softmax", timeout_s=timeout_s), source)
-        results[name + "_s"] = time.monotonic() - t0
-
-    thread = threading.Thread(target=evaluate, args=("first", first, first_timeout_s))
-    thread.start()
-    time.sleep(head_start_s)
-    evaluate("second", second, second_timeout_s)
-    thread.join(300)
-    return results
-
-
-def honest() -> str:
-    """An honest candidate whose source no earlier evaluation had (none is answered from a cache)."""
-    return hostile(f"fresh = {uuid.uuid4().hex!r}")
-
-
-def honest_and_serving(ev: Evaluator):
-    follow_up = ev.evaluate(example_task("softmax", timeout_s=60), honest())
-    assert follow_up.status is Status.correct, follow_up.feedback()
 
 
 def said(result) -> str:
