@@ -112,6 +112,7 @@ class Kind(Name):
     triton = "triton"  # Triton launch metadata (profile job)
     footprint = "footprint"  # the reference job's memory, counted on the meta device (footprint job)
     piece = "piece"  # the next piece of a ring frame's outputs lies in a slot of the job's ring
+    unlaunched = "unlaunched"  # a candidate's outputs for trial 0's inputs with every Triton launch skipped
 
 
 class Job(Name):

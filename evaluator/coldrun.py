@@ -27,7 +27,7 @@ from .sandbox.pool import WorkerResult
 from .service import NO_GPU_NOTE
 from .stats import summarize
 from .task import Task, load_task_file, source_hash
-from .verdict import correctness_verdict, expect, timing_method, timing_verdict
+from .verdict import correctness_verdict, degenerate_flags, expect, timing_method, timing_verdict
 from .worker import jobs
 from .worker.harness import Reporter
 
@@ -73,6 +73,7 @@ def evaluate_cold(task: Task, source: str, protocol: EvalProtocol | None = None,
     # The reference: trials, then its timing (a standard harness measures it every time).
     res = _in_process(jobs.run_reference, {**base, "kind": Job.reference, "check_run": timed}, t0)
     ref = Reference.from_report(res)
+    ref.output_flags = [f.model_dump(mode="json") for f in degenerate_flags(ref, protocol.tolerance)]
     if ref.error is None and timed:
         tres = _in_process(jobs.run_timing, {**base, "kind": Job.timing}, t0)
         msg, ref.error = expect(tres, Kind.timing, "reference timing")

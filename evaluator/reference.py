@@ -39,6 +39,8 @@ class Reference:
     repeat: list[torch.Tensor] = field(default_factory=list)
     ops: list[str] = field(default_factory=list)
     flags: list[dict] = field(default_factory=list)
+    # What its outputs show (`verdict.degenerate_flags`), found once they are stored; None: not yet.
+    output_flags: list[dict] | None = None
     error: ErrorInfo | None = None
     timing: TimingStats | None = None
     check_outputs: list[torch.Tensor] = field(default_factory=list)

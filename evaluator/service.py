@@ -279,6 +279,8 @@ class Evaluator:
             if candidate and kind == Kind.trial:
                 trial = int(head.get("trial", 0))
                 return self.judge.receiver(key, f"trial:{trial}", "compare", metas, tolerance, trial)
+            if candidate and kind == Kind.unlaunched and metas:
+                return self.judge.receiver(key, "trial:0", "compare", metas, tolerance, 0)
             if kind == Kind.timing and measured is not None:
                 measured()
             if checked and kind == Kind.timing:
@@ -546,6 +548,11 @@ class Evaluator:
             ref.elapsed_s = time.monotonic() - t0
             if ref.error is not None and ref.error.error_class == "InfraError":
                 return ref  # ours, not the task's: not remembered
+            if ref.error is None:
+                try:  # once, while its inputs are still in the judge: candidates' verdicts read them
+                    ref.output_flags = self.judge.flags(key, protocol.tolerance.model_dump(mode="json"))
+                except JudgeError as exc:
+                    log.warning("the judge could not flag %s's outputs: %s", task.name, exc)
             with self._ref_guard:
                 self._ref_cache[key] = ref
                 self._ref_cache.move_to_end(key)
@@ -683,8 +690,7 @@ class Evaluator:
             self._baselines_known(ref)
             if ref.error is not None:
                 return TaskValidation(ok=False, error=ref.error, device=self.device, elapsed_s=ref.elapsed_s)
-            found = self.judge.flags(self.judge_key(task, protocol), protocol.tolerance.model_dump(mode="json"))
-        flags = [TaskFlag.model_validate(f) for f in [*ref.flags, *found]]
+        flags = [TaskFlag.model_validate(f) for f in [*ref.flags, *(ref.output_flags or [])]]
         return TaskValidation(
             ok=True, flags=flags, output_shapes=[list(m.get("shape", [])) for m in ref.output_metas],
             output_dtypes=[str(m.get("dtype", "")) for m in ref.output_metas],
@@ -706,7 +712,6 @@ class Evaluator:
         key = self.baseline_key(task, protocol, ref.device_info)
         stored = None if remeasure else self.baseline_store.load(key)
         got = stored or Baselines()
-        changed = False
         if not got.has(["eager"]):
             tres = self._run_timed(self._job(Job.timing, task, protocol), protocol.timeout_s)
             msg, ref.error = expect(tres, Kind.timing, "reference timing")
@@ -715,7 +720,7 @@ class Evaluator:
             # expect() gives the frames whenever it gives no error
             got.eager = summarize(msg[0]["event_ms"], protocol.trim_fraction, method=timing_method(msg[0]))  # type: ignore[index]
             got.measured = tuple(sorted(set(got.measured) | {"eager"}))
-            changed = True
+            self._store_baselines(key, got, task)  # stored before anyone is told it is known
         ref.timing = got.eager
         ref.eager_ready.set()  # candidates' timings need no more; torch.compile's may take a while
         if "compile" in self.baselines and not got.has(["compile"]):
@@ -723,15 +728,16 @@ class Evaluator:
             got.compile, got.compile_note = stats, note
             if not ours:  # a failure of our own is not remembered
                 got.measured = tuple(sorted(set(got.measured) | {"compile"}))
-                changed = True
-        if changed:
-            try:
-                self.baseline_store.save(key, got)
-            except OSError as exc:
-                log.warning("cannot store baselines for %s: %s", task.name, exc)
+                self._store_baselines(key, got, task)
         ref.timing = got.eager
         if "compile" in self.baselines:
             ref.compile_timing, ref.compile_note = got.compile, got.compile_note
+
+    def _store_baselines(self, key: BaselineKey, got: Baselines, task: Task) -> None:
+        try:
+            self.baseline_store.save(key, got)
+        except OSError as exc:
+            log.warning("cannot store baselines for %s: %s", task.name, exc)
 
     def _measure_compile(self, task: Task, protocol: EvalProtocol,
                          ref: Reference) -> tuple[TimingStats | None, str | None, bool]:

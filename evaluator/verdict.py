@@ -80,7 +80,7 @@ def expect(res: WorkerResult, kind: str, subject: str) -> tuple[tuple[dict, list
 _ERROR_STATUSES = frozenset({Status.syntax_error, Status.import_error, Status.compile_error, Status.runtime_error,
                              Status.cuda_error, Status.oom, Status.timeout})
 _ONCE = (Kind.ops, Kind.done, Kind.timing, Kind.error, Kind.violation, Kind.infra, Kind.kernels, Kind.triton,
-         Kind.floor, Kind.peaks, Kind.checked)
+         Kind.floor, Kind.peaks, Kind.checked, Kind.unlaunched)
 
 
 def forged_report(res: WorkerResult) -> str | None:
@@ -189,8 +189,10 @@ def degenerate_flags(ref: Reference, tolerance: Tolerance, device: torch.device 
     if all(not bool(p.any()) for o in outs for _, p in pieces(o, device)):
         flags.append(TaskFlag(code="all_zeros", message="the reference output is all zeros: a kernel that "
                                                         "writes zeros passes"))
-    elif len(ref.outputs) > 1 and _all_equal(ref.outputs[0], ref.outputs[1], device):
-        flags.append(TaskFlag(code="constant_output", message="the output does not change with the inputs"))
+    elif len(ref.outputs) > 1 and (_all_equal(ref.outputs[0], ref.outputs[1], device) or compare_outputs(
+            ref.outputs[1], ref.outputs[0], tolerance, device=device).status is Status.correct):
+        flags.append(TaskFlag(code="constant_output", message="the output does not change with the inputs "
+                                                              "(beyond the tolerance)"))
     first = ref.outputs[0]
     for i, o in enumerate(first):
         for j, x in enumerate(ref.inputs):
@@ -298,7 +300,9 @@ def correctness_verdict(res: WorkerResult, ref: Reference, protocol: EvalProtoco
         return EvalResult(**base, **failure)
     trials = res.all(Kind.trial)
     ops = res.first(Kind.ops)
-    if len(trials) != protocol.correctness_trials or ops is None or res.first(Kind.done) is None:
+    unlaunched = res.first(Kind.unlaunched)
+    if len(trials) != protocol.correctness_trials or ops is None or res.first(Kind.done) is None or (
+            unlaunched is None and protocol.correctness_trials > 1):
         return EvalResult(**base, status=Status.runtime_error, error=ErrorInfo(
             error_class="IncompleteRun",
             message="the process ended before reporting every trial (exit code "
@@ -327,7 +331,34 @@ def correctness_verdict(res: WorkerResult, ref: Reference, protocol: EvalProtoco
                           cheat_reason=REUSES_REFERENCE + " ("
                                        + ", ".join(sorted(ref_ops)[:6])
                                        + ") still runs in PyTorch; the Triton kernels do none of its work")
+    idle = kernels_idle(unlaunched, ref, protocol.tolerance)
+    if isinstance(idle, ErrorInfo):
+        return EvalResult(**base, status=Status.infra_error, trials_passed=passed, error=idle)
+    if idle:
+        return EvalResult(**base, status=Status.cheat_detected, trials_passed=passed, cheat_reason=KERNELS_IDLE)
     return EvalResult(**base, status=Status.correct, trials_passed=passed)
+
+
+KERNELS_IDLE = ("with every Triton launch skipped, the forward still returned the right output for trial 0's "
+                "inputs: the Triton kernels do none of its work (something else computes it: another thread, "
+                "numpy, a library)")
+# Tasks whose right output does not need the inputs (or is all but zero): there a forward without
+# its kernels may be right by chance, which says nothing about the kernels.
+_OUTPUT_NEEDS_NO_WORK = frozenset({"all_zeros", "zeros_pass", "constant_output", "equals_input"})
+
+
+def kernels_idle(unlaunched: tuple[dict, list] | None, ref: Reference, tol) -> bool | ErrorInfo:
+    """Whether the forward run with its Triton launches dropped (`Kind.unlaunched`) still
+    matched trial 0: then the kernels did none of the work. An ErrorInfo: it could not be judged."""
+    if unlaunched is None or unlaunched[0].get("raised") or not unlaunched[1]:
+        return False
+    shown = {str(f.get("code")) for f in (ref.output_flags or []) if isinstance(f, dict)}
+    if ref.output_flags is None or shown & _OUTPUT_NEEDS_NO_WORK:
+        return False
+    verdict = judged(unlaunched[1], ref.outputs[0] if ref.outputs else None, tol, trial=0)
+    if isinstance(verdict, ErrorInfo):
+        return verdict
+    return verdict.status is Status.correct
 
 
 def timing_verdict(res: WorkerResult, ref: Reference, protocol: EvalProtocol, result: EvalResult) -> EvalResult:

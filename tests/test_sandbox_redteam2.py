@@ -15,7 +15,6 @@ import threading
 import time
 import uuid
 
-import pytest
 from conftest import EXAMPLES, example_task
 from test_sandbox_hostile import hostile, run
 from test_sandbox_redteam import concurrently, honest, honest_and_serving
@@ -567,7 +566,8 @@ def get_init_inputs():
 # 10. Forging the "Triton does the work" rule: a no-op Triton kernel is launched, and the
 #     reference's own PyTorch op runs in another thread, where an op recorder scoped to the
 #     calling thread does not look. The README: if every op of the reference still runs in
-#     PyTorch the verdict is cheat_detected.
+#     PyTorch the verdict is cheat_detected. Both are caught by the forward run once more with
+#     every Triton launch dropped: its output is still right.
 # --------------------------------------------------------------------------------------------
 
 NOOP_KERNEL = '''
@@ -597,8 +597,6 @@ class ModelNew(nn.Module):
 '''
 
 
-@pytest.mark.xfail(strict=True, reason="known gap in the reward-hack checks, not the sandbox: the op recorder "
-                   "watches the forward's own thread only (a TorchDispatchMode is per thread)")
 def test_the_references_op_run_in_another_thread_is_still_cheat_detected(sandboxed):
     task = example_task("softmax", timeout_s=60)
     plain = sandboxed.evaluate(task, NOOP_KERNEL.replace("WORK", "torch.softmax(x, dim=-1)"))
@@ -609,19 +607,18 @@ def test_the_references_op_run_in_another_thread_is_still_cheat_detected(sandbox
         worker.join()
         return box[0]''')
     result = sandboxed.evaluate(task, threaded)
-    assert result.status is not Status.correct, (
+    assert result.status is Status.cheat_detected, (
         "torch.softmax did all the work (in a second thread) beside a no-op Triton kernel, and the "
         f"verdict was {result.status.value}")
 
 
-@pytest.mark.xfail(strict=True, reason="known gap in the reward-hack checks, not the sandbox: only torch ops are "
-                   "compared with the reference's, so work done in numpy beside a no-op kernel is not seen")
 def test_numpy_doing_all_the_work_beside_a_noop_triton_kernel_is_not_correct(sandboxed):
     work = ("torch.from_numpy((lambda a: np.exp(a - a.max(-1, keepdims=True)) / "
             "np.exp(a - a.max(-1, keepdims=True)).sum(-1, keepdims=True))(x.detach().cpu().numpy())).to(x.device)")
     result = sandboxed.evaluate(example_task("softmax", timeout_s=60), NOOP_KERNEL.replace("WORK", work))
-    assert result.status is not Status.correct, (
-        "numpy did all the work beside a no-op Triton kernel, and the verdict was correct")
+    assert result.status is Status.cheat_detected, (
+        f"numpy did all the work beside a no-op Triton kernel, and the verdict was {result.status.value}")
+    assert "Triton launch skipped" in (result.cheat_reason or ""), result.cheat_reason
 
 
 # --------------------------------------------------------------------------------------------

@@ -37,7 +37,7 @@ from . import wire
 
 # Frames whose tensors travel through the ring when the job has one; others (a candidate's
 # compiled kernels, which the evaluator keeps) are streamed on the pipe.
-RING_KINDS = frozenset({Kind.trial, Kind.inputs, Kind.repeat, Kind.check, Kind.timing})
+RING_KINDS = frozenset({Kind.trial, Kind.inputs, Kind.repeat, Kind.check, Kind.timing, Kind.unlaunched})
 GPU_SLOT_BYTES = 64 << 20
 CPU_SLOT_BYTES = 8 << 20
 SLOTS = 2

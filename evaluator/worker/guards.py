@@ -101,10 +101,12 @@ class FlagGuard:
 # --- Triton launches -----------------------------------------------------------------
 
 class LaunchCounter:
-    """Counts Triton kernel launches by wrapping the launchers of JIT and interpreted kernels."""
+    """Counts Triton kernel launches by wrapping the launchers of JIT and interpreted kernels;
+    inside `skipping()`, launches are dropped instead (and not counted)."""
 
     def __init__(self) -> None:
         self.count = 0
+        self.skip = False
         self._installed = False
         self._originals: list[tuple[type, object]] = []
 
@@ -132,6 +134,8 @@ class LaunchCounter:
             self._originals.append((cls, original))
 
             def counting_run(self_, *args, __orig=original, **kwargs):
+                if self.skip:
+                    return None
                 self._bump()
                 return __orig(self_, *args, **kwargs)
 
@@ -140,6 +144,15 @@ class LaunchCounter:
 
     def _bump(self) -> None:
         self.count += 1
+
+    @contextlib.contextmanager
+    def skipping(self):
+        """Every Triton launch inside is dropped: what the forward returns then is not the kernels' work."""
+        self.skip = True
+        try:
+            yield
+        finally:
+            self.skip = False
 
 
 # --- aten ops and poisoned allocations ----------------------------------------------------

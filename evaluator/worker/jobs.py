@@ -185,6 +185,10 @@ def run_candidate(job: dict, rep: Reporter) -> None:
             rep.send({"kind": Kind.violation, "reason": violation})
             return
         rep.send({"kind": Kind.trial, "trial": t, "launches": counter.count}, outputs)
+    if protocol.correctness_trials > 1:
+        _run_unlaunched(rep, model, task, protocol, device, counter)
+        if not _check_clean(rep, flag_guard, "run"):
+            return
     if job.get("hand_on_compiled"):  # what it compiled, so that its timing jobs need not compile it again
         compiled = harness.pack_compiled(job["scratch"])
         if compiled:
@@ -204,6 +208,28 @@ def run_candidate(job: dict, rep: Reporter) -> None:
             _fail(rep, harness.classify(exc, "run"), exc, source, "timing")
             return
     rep.send({"kind": Kind.done})
+
+
+def _run_unlaunched(rep: Reporter, model, task, protocol: EvalProtocol, device: torch.device,
+                    counter: guards.LaunchCounter) -> None:
+    """The forward once more on trial 0's inputs with every Triton launch dropped; what it
+    returns goes to the trusted side, where output still right means the kernels did none of
+    the work (a thread, numpy or a library did it). After the last trial, so a buffer kept from
+    the forward before holds another trial's output, never this one's."""
+    inputs = harness.make_inputs(task, harness.trial_seed(protocol, 0), device)
+    try:
+        with counter.skipping(), guards.recording(poison=True):
+            outputs = harness.as_outputs(_forward(model, inputs))
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+    except Exception:  # noqa: BLE001 - failing without its kernels is what an honest forward may do
+        rep.send({"kind": Kind.unlaunched, "raised": True})
+        return
+    tensors = [o for o in outputs if isinstance(o, torch.Tensor)]
+    if len(tensors) != len(outputs):
+        rep.send({"kind": Kind.unlaunched, "raised": True})
+        return
+    rep.send({"kind": Kind.unlaunched}, tensors)
 
 
 def run_timing(job: dict, rep: Reporter) -> None:
