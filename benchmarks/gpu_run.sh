@@ -54,13 +54,17 @@ case "${1:-tests}" in
       --markdown "$out/kb.md" --deadline-s 200 2> "$out/kb.log"; cat "$out/kb.md"; tail -12 "$out/kb.log" ;;
   tenants)  # the second wall on the GPU: the hostile, tenant, red-team, ring and exploit suites (CUDA under the
     # sandbox's uid and allow-listed view), then a sample of level 2 registered and judged
-    # (TESTS_TIMEOUT: the suites' limit; KB_LIMIT=0 leaves the level-2 sample out)
-    suites=$(ls tests/test_sandbox_hostile.py tests/test_sandbox_tenants.py tests/test_sandbox_redteam.py \
+    # (SUITES: test files instead of these; TESTS_TIMEOUT: their limit; KB_LIMIT=0 leaves the level-2 sample out)
+    suites=${SUITES:-}; [ -n "$suites" ] || suites=$(ls tests/test_sandbox_hostile.py tests/test_sandbox_tenants.py tests/test_sandbox_redteam.py \
       tests/test_sandbox_redteam2.py tests/test_ring_hostile.py tests/test_frame_limits.py tests/test_exploits.py 2>/dev/null)
     timeout "${TESTS_TIMEOUT:-360}" python3 -m pytest -q -p no:cacheprovider -rfs --tb=short --durations=15 $suites 2>&1 \
       | tee "$out/pytest_gpu.txt" | tail -45
     [ "${KB_LIMIT:-20}" = 0 ] || timeout 200 python3 benchmarks/kernelbench_suite.py --problems .kb --levels 2 --limit "${KB_LIMIT:-20}" \
       --jsonl "$out/kb.jsonl" --markdown "$out/kb.md" --deadline-s 170 2> "$out/kb.log"; cat "$out/kb.md"; tail -12 "$out/kb.log" ;;
+  shared)  # fair verdicts on a shared GPU (arguments: shared_gpu.py options); the report lands after each phase
+    shift
+    timeout "${SHARED_TIMEOUT:-585}" python3 benchmarks/shared_gpu.py --problems .kb --json-out "$out/shared_gpu.json" \
+      --markdown "$out/shared_gpu.md" "$@" 2> "$out/shared_gpu.log"; cat "$out/shared_gpu.md"; grep -v "^  " "$out/shared_gpu.log" | tail -15 ;;
   suite)  # tasks of KernelBench (arguments: kernelbench_suite.py options); rows land in $out/kb.jsonl as they
     # finish; a carried .kbrun/kb.jsonl (an earlier call's rows) is resumed: its tasks are not run again
     shift

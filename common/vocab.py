@@ -112,6 +112,7 @@ class Kind(Name):
     triton = "triton"  # Triton launch metadata (profile job)
     footprint = "footprint"  # the reference job's memory, counted on the meta device (footprint job)
     piece = "piece"  # the next piece of a ring frame's outputs lies in a slot of the job's ring
+    launched = "launched"  # the first forward returned on the host: its kernels are compiled and launched
     unlaunched = "unlaunched"  # a candidate's outputs for trial 0's inputs with every Triton launch skipped
 
 
@@ -149,6 +150,7 @@ class Op(Name):
     pause = "pause"  # stop every job's processes but one
     resume = "resume"  # let paused jobs run on
     kill = "kill"  # kill a job's process group
+    stall = "stall"  # (re)start or clear a job's stall clock: it must report again within so many seconds
     exit = "exit"  # shut the warm parent down
 
 

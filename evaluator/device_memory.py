@@ -36,8 +36,9 @@ PATIENCE_S = 30.0  # how long newcomers may pass a job waiting for room
 
 
 class DeviceMemory:
-    def __init__(self, capacity_bytes: int | None) -> None:
+    def __init__(self, capacity_bytes: int | None, headroom_bytes: int = 0) -> None:
         self.capacity = capacity_bytes
+        self.headroom = headroom_bytes  # left out of `capacity`: the device never runs this short
         self.reserved = 0
         self.alone_waiting = 0
         self._waiting_since: dict[int, float] = {}  # waiting jobs (by ticket): when they began to wait

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ..common.vocab import Kind
+from ..common.vocab import Kind, Phase
 from .results import ErrorInfo, TimingStats
 from .sandbox.pool import WorkerResult
 from .verdict import worker_failure
@@ -48,6 +48,7 @@ class Reference:
     compile_note: str | None = None
     device_info: dict = field(default_factory=dict)
     elapsed_s: float = 0.0
+    forward_s: float = 0.0  # one forward of its correctness trials, on average (synchronized)
     # Cleared while the baselines (eager, torch.compile) of this reference are being measured;
     # `eager_ready` is set again as soon as the eager one is known (speedups need no more).
     baselines_ready: threading.Event = field(default_factory=_set_event)
@@ -56,7 +57,7 @@ class Reference:
 
     def best_ms(self) -> float | None:
         """The faster of the measured baselines (eager, torch.compile)."""
-        times = [t.mean_ms for t in (self.timing, self.compile_timing) if t is not None and t.mean_ms > 0]
+        times = [t.runtime_ms for t in (self.timing, self.compile_timing) if t is not None and t.runtime_ms > 0]
         return min(times) if times else None
 
     @classmethod
@@ -94,6 +95,11 @@ class Reference:
                 ref.device_info = {k: str(head.get(k, "")) for k in ("name", "torch", "triton")}
                 peak = head.get("peak_bytes")
                 ref.peak_device_bytes = peak if isinstance(peak, int) and peak > 0 else 0
+                phases = head.get("phases")
+                forward = phases.get(Phase.forward) if isinstance(phases, dict) else None
+                trials = sum(1 for h, _ in res.messages if h.get("kind") == Kind.trial)
+                if isinstance(forward, (int, float)) and forward > 0:
+                    ref.forward_s = float(forward) / max(1, trials)
             elif kind == Kind.error:
                 ref.error = ErrorInfo.model_validate(head["error"])
         return ref

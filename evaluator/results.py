@@ -69,6 +69,12 @@ class TimingStats(Model):
     runs: int
     method: str = "cuda_events"
 
+    @property
+    def runtime_ms(self) -> float:
+        """The runtime a speedup is computed from: the median, which a few disturbed runs
+        inside a measurement do not move (the mean is reported beside it)."""
+        return self.median_ms
+
 
 class ErrorInfo(Model):
     """What went wrong, short enough to read in a prompt."""
@@ -164,12 +170,13 @@ class EvalResult(Model):
         if self.status is Status.correct:
             parts.append(f"passed {self.trials_passed}/{self.trials} trials")
         if self.timing:
-            parts.append(f"runtime {self.timing.mean_ms:.4f} ms (median {self.timing.median_ms:.4f})")
+            parts.append(f"runtime {self.timing.runtime_ms:.4f} ms (median of {self.timing.runs} runs; "
+                         f"mean {self.timing.mean_ms:.4f})")
         if self.speedup is not None:
             parts.append(f"speedup {self.speedup:.3f}x vs reference")
             if self.compile_timing is not None and self.speedup_vs_best is not None:
                 parts.append(f"speedup {self.speedup_vs_best:.3f}x vs the faster of eager and torch.compile "
-                             f"({self.compile_timing.mean_ms:.4f} ms compiled)")
+                             f"({self.compile_timing.runtime_ms:.4f} ms compiled)")
         if self.timing_note:
             parts.append(f"timing: {self.timing_note}")
         if self.autotune_configs:

@@ -27,13 +27,14 @@ from .messages import COMPILED_MAX_BYTES, output_checked
 from .reference import Reference
 from .results import ErrorInfo, EvalProtocol, EvalResult, Status, TaskFlag, TaskValidation, TimingStats
 from .sandbox import confine, wire
+from .sandbox.device_watch import HEADROOM_BYTES
 from .sandbox.frames import Discard
 from .sandbox.gpu_lock import GpuLock, default_lock_dir, physical_gpu_id
-from .sandbox.pool import WorkerPool, WorkerResult
+from .sandbox.pool import Stall, WorkerPool, WorkerResult
 from .sandbox.procs import physical_memory
 from .sandbox.ring import Geometry
 from .slots import Slots
-from .stats import contended, quiet_flush, summarize, uneven, upper_median
+from .stats import contended, mean_median_split, quiet_flush, summarize, uneven, upper_median
 from .task import Task, source_hash
 from .verdict import (
     REFERENCE_LOST,
@@ -69,6 +70,10 @@ RESULTS_KEPT = 4096  # results of identical submissions answered without running
 # Timings closer than this to a task's best are a tie: run-to-run noise on a quiet GPU is a few
 # tenths of a percent, so a kernel that is faster by less is not known to be faster at all.
 TIE_MARGIN = 0.01
+# Once its kernels are compiled, a candidate that goes this many times a reference forward (and
+# at least the evaluator's `stall_floor_s`) without finishing a step of its run is stuck.
+STALL_RATIO = 50.0
+STALL_FLOOR_S = {"gpu": 10.0, "cpu": 120.0}  # the interpreter runs kernels hundreds of times slower
 
 
 def usable_cores() -> int:
@@ -96,21 +101,35 @@ def compiled_kernels(res: WorkerResult) -> bytes | None:
     return msg[1][0].contiguous().numpy().tobytes()
 
 
-def disturbed(head: dict, quiet_flush_ms: float | None = None) -> bool:
-    """Whether a timing run shows another context's work on the GPU: its L2 flushes were slow
-    (against each other, or against `quiet_flush_ms`, a flush on this GPU with nothing else
-    running), its runs were too unlike each other, or the device stayed busy after the timed
-    calls returned. An honest kernel can look as if its work escaped the stream only because of
-    such work, so any of these is measured again on a quiet GPU before anything is reported (a
+def disturbed(head: dict, quiet_flush_ms: float | None = None) -> str | None:
+    """Why a timing run must be measured again, or None: it shows another context's work on the
+    GPU (its L2 flushes were slow, against each other or against `quiet_flush_ms`, a flush on
+    this GPU with nothing else running; its runs were too unlike each other; the device stayed
+    busy after the timed calls returned), or a few disturbed runs pulled its mean away from its
+    median. An honest kernel can look as if its work escaped the stream only because of such
+    work, so any of these is measured again on a quiet GPU before anything is reported (a
     kernel whose work really escapes does so there too)."""
     event_ms = timing_numbers(head, "event_ms") or []
     if not event_ms:
-        return False
+        return None
     median = upper_median(event_ms)
     drain_ms = timing_numbers(head, "drain_ms")
     on_gpu = bool(drain_ms)  # host-clock runs (no GPU) carry no drain times, and vary for other reasons
-    return (contended(timing_numbers(head, "flush_ms") or [], quiet_flush_ms) or (on_gpu and uneven(event_ms))
-            or escaped_work(drain_ms, median) is not None)
+    if contended(timing_numbers(head, "flush_ms") or [], quiet_flush_ms):
+        return "another context shared the GPU (its L2 flushes were slow)"
+    if on_gpu and uneven(event_ms):
+        return "its runs were too unlike each other to have had the GPU alone"
+    if escaped_work(drain_ms, median) is not None:
+        return "the device stayed busy after its calls returned"
+    split = mean_median_split(event_ms)
+    if on_gpu and split is not None:
+        return f"a few runs pulled its mean {split:+.1%} away from its median"
+    return None
+
+
+def noted(note: str | None, more: str) -> str:
+    """A result's timing note with one more sentence."""
+    return f"{note}; {more}" if note else more
 
 
 def default_device() -> str:
@@ -127,7 +146,8 @@ class Evaluator:
                  quiet_timing: bool = True, trace: bool = False, hidden_paths: list[str | Path] | None = None,
                  sandbox_tmp_bytes: int = 1 << 30, max_processes: int = 256,
                  judge_budget_bytes: int = 0, cores: int | None = None, wait_for_compile: bool = False,
-                 one_process: bool = True, judge_host_budget_bytes: int = -1, output_ring: bool = True) -> None:
+                 one_process: bool = True, judge_host_budget_bytes: int = -1, output_ring: bool = True,
+                 stall_floor_s: float | None = None) -> None:
         self.device = device or default_device()
         # Whether jobs hand their outputs to the judge through a ring of shared memory (on a GPU,
         # device memory: see sandbox.ring) rather than streaming them through their pipes.
@@ -139,6 +159,7 @@ class Evaluator:
         # that want it in their answer, and stored for the next run) or go on without it.
         self.wait_for_compile = wait_for_compile
         self.is_gpu = self.device.startswith("cuda")
+        self.stall_floor_s = stall_floor_s if stall_floor_s is not None else STALL_FLOOR_S["gpu" if self.is_gpu else "cpu"]
         # The GPU's machine-wide id (the lock's name). Where the driver lists it, the sandbox shows
         # a worker that GPU's device file alone, and the worker and the judge name it by UUID
         # (see confine.gpu_node); otherwise they see it by `visible_devices` (a physical id).
@@ -296,7 +317,7 @@ class Evaluator:
     # exclusive). The other order deadlocks: threads holding the GPU would wait for slots held by
     # threads waiting for it.
     def _run(self, job: dict, timeout_s: float, gpu: str | None = None, alone: bool = False,
-             reserve: int | None = None) -> WorkerResult:
+             reserve: int | None = None, stall: Stall | None = None, again: bool = False) -> WorkerResult:
         """Run a job in a worker slot, holding `reserve` bytes of the device (its estimate if
         None); with `gpu` "shared" or "exclusive", holding the GPU so.
 
@@ -310,11 +331,18 @@ class Evaluator:
             hold = self.gpu_shared() if gpu == "shared" else self.gpu_lock() if gpu == "exclusive" else nullcontext()
             with hold, self._ring(job) as ring:
                 t1 = time.monotonic()
-                res = self.pool.run(job, timeout_s, sink=self._sink(job), ring=ring)
+                res = self.pool.run(self._with_share(job, reserved, ring), timeout_s, sink=self._sink(job), ring=ring,
+                                    stall=stall)
         self._trace(job, queued_s=t1 - t0, run_s=time.monotonic() - t1, alone=float(alone),
                     reserved_bytes=float(self.device_memory().capacity or 0) if alone else float(reserved),
                     **res.phases())
-        if alone or not self._crowded_out(res):
+        if not alone and not again and self._beside_a_hog(res):
+            log.info("a %s job failed while the device ran short (a neighbour past its share); running it again",
+                     job["kind"])
+            return self._run(job, timeout_s, gpu, reserve=reserve, stall=stall, again=True)
+        # A reference past its share needs more than was reserved for it: ours to give, not its fault.
+        over = res.device_over is not None and job["kind"] != Job.candidate and not job.get("candidate_source")
+        if alone or not (self._crowded_out(res) or self._beside_a_hog(res) or over):
             return res
         if job["kind"] == Job.reference:  # what it stored before the judge ran out goes, so it fits again
             self.judge.drop(str(job["judge_key"]))
@@ -322,9 +350,33 @@ class Evaluator:
             if need is not None and reserved < need < (self.device_memory().capacity or 0):
                 log.info("a reference job ran out of device memory beside others; running it again with its "
                          "footprint reserved (%.1f GB, counted on the meta device)", need / 1e9)
-                return self._run(job, timeout_s, gpu, reserve=need)
+                return self._run(job, timeout_s, gpu, reserve=need, stall=stall)
         log.info("a %s job ran out of device memory beside others; running it alone", job["kind"])
-        return self._run(job, timeout_s, gpu, alone=True)
+        return self._run(job, timeout_s, gpu, alone=True, stall=stall)
+
+    def _with_share(self, job: dict, reserved: int, ring: RingLease | None) -> dict:
+        """The job with the device memory it may hold once the device runs short: what was
+        reserved for it, its CUDA context and its ring (`sandbox.device_watch`; 0: no share)."""
+        capacity = self.device_memory().capacity
+        if not capacity or (reserved <= 0 and reserved != ALONE):
+            return job
+        held = capacity if reserved == ALONE else min(reserved, capacity)
+        rings = ring.geometry.nbytes if ring is not None else 0
+        return {**job, "device_bytes": held + CONTEXT_BYTES + rings}
+
+    def _stall(self, ref: Reference, protocol: EvalProtocol) -> Stall:
+        """A candidate's stall limit: `STALL_RATIO` times a forward of the task's reference (its
+        measured runtime, else its correctness forwards' time), and at least `stall_floor_s`."""
+        ref_s = ref.timing.runtime_ms / 1e3 if ref.timing is not None else ref.forward_s
+        seconds = min(protocol.timeout_s, max(self.stall_floor_s, STALL_RATIO * ref_s))
+        return Stall(seconds, f"a forward of the task's reference takes {ref_s * 1e3:.3g} ms, and the limit is "
+                              f"{STALL_RATIO:.0f} times that, at least {self.stall_floor_s:.0f} s")
+
+    @staticmethod
+    def _beside_a_hog(res: WorkerResult) -> bool:
+        """Whether a job failed while the device ran short because of another job (it was not
+        itself stopped for its share): its failure may be that job's doing, so it runs again."""
+        return res.device_pressure and res.device_over is None and not res.stalled and res.first(Kind.done) is None
 
     @contextmanager
     def _ring(self, job: dict) -> Iterator[RingLease | None]:
@@ -378,7 +430,7 @@ class Evaluator:
         context's worth per worker slot (no limit on the CPU, or if the judge cannot say)."""
         with self._memory_guard:
             if self._memory is None:
-                self._memory = DeviceMemory(self._device_capacity())
+                self._memory = DeviceMemory(self._device_capacity(), HEADROOM_BYTES if self.is_gpu else 0)
         return self._memory
 
     def _device_capacity(self) -> int | None:
@@ -389,7 +441,7 @@ class Evaluator:
                 self._judge_budget = int(stats["budget_bytes"])
                 rings = Geometry.for_device(self.device).nbytes if self.output_ring else 0
                 capacity = int(stats["device_total_bytes"]) - int(stats["budget_bytes"]) \
-                    - self.max_parallel * (CONTEXT_BYTES + rings)
+                    - self.max_parallel * (CONTEXT_BYTES + rings) - HEADROOM_BYTES
             except (JudgeError, KeyError, TypeError, ValueError) as exc:
                 log.warning("device memory admission is off: %s", exc)
         return capacity if capacity and capacity > 0 else None
@@ -434,18 +486,22 @@ class Evaluator:
         the GPU (say a paused run's queued kernels), it is measured again, this time after
         every correctness run has finished."""
         res = self._run_timed_once(job, timeout_s, pause=True)
-        if self._crowded_out(res):
+        if self._crowded_out(res) or self._beside_a_hog(res):
             log.info("a %s timing ran out of device memory beside others; running it alone", job["kind"])
             res = self._run_timed_once(job, timeout_s, pause=True, alone=True)
         msg = res.first(Kind.timing)
-        if msg is not None and self._disturbed(msg[0]):
-            log.info("the GPU was shared during a %s timing; measuring again on a quiet GPU", job["kind"])
+        why = self._disturbed(msg[0], res) if msg is not None else None
+        if why is not None:
+            log.info("measuring a %s timing again on a quiet GPU: %s", job["kind"], why)
             res = self._run_timed_once(job, timeout_s, pause=False)
+            res.remeasured = why
         elif msg is not None and not job.get("candidate_source"):
             self._learn_quiet_flush(msg[0])
         return res
 
-    def _disturbed(self, head: dict) -> bool:
+    def _disturbed(self, head: dict, res: WorkerResult) -> str | None:
+        if res.device_pressure:  # cuDNN, short of workspace, picks slower algorithms: 2.6x on an H200
+            return "the device ran short of memory while it ran (a neighbour past its share)"
         return disturbed(head, self._quiet_flush_ms)
 
     def _learn_quiet_flush(self, head: dict) -> None:
@@ -458,7 +514,7 @@ class Evaluator:
 
     def _gated_run(self, job: dict, timeout_s: float, *, pause: bool = True, alone: bool = False,
                    reserve_as: dict | None = None, on_message: Callable[[dict, list], None] | None = None,
-                   at_gate: Callable[[], bool] | None = None) -> tuple[WorkerResult, bool]:
+                   at_gate: Callable[[], bool] | None = None, stall: Stall | None = None) -> tuple[WorkerResult, bool]:
         """Run a gated job: it prepares beside other work (the GPU held shared), then waits at its
         gate, where `at_gate()`, if given, decides whether it is measured (False kills it there).
         Measured, it holds the GPU exclusively, with this evaluator's other workers paused (if
@@ -478,13 +534,14 @@ class Evaluator:
             wake.set()
             reported.set()
 
-        with self._slots.hold(self._background(job)), \
-                self.device_memory().reserve(ALONE if alone else self._reservation(reserve_as or job)), \
+        reserved = ALONE if alone else self._reservation(reserve_as or job)
+        with self._slots.hold(self._background(job)), self.device_memory().reserve(reserved), \
                 self._ring(job) as ring:
             with self.gpu_shared():
                 t1 = time.monotonic()
-                submitted = self.pool.submit(job, timeout_s, on_ready=wake.set, on_message=on_message,
-                                             sink=self._sink(job, measured=measured), ring=ring)
+                submitted = self.pool.submit(self._with_share(job, reserved, ring), timeout_s, on_ready=wake.set,
+                                             on_message=on_message, sink=self._sink(job, measured=measured), ring=ring,
+                                             stall=stall)
                 submitted.future.add_done_callback(ended)
                 early = self.pool.wait(submitted, until=wake)
             t2 = time.monotonic()
@@ -816,8 +873,8 @@ class Evaluator:
             return self._reference_failed(ref)
         if self.timed and self.one_process:
             return self._check_then_time(task, source, protocol, ref, static.issues)
-        res = self._run_shared(self._job(Job.candidate, task, protocol, candidate_source=source,
-                                         hand_on_compiled=self.timed), protocol.timeout_s)
+        res = self._run(self._job(Job.candidate, task, protocol, candidate_source=source, hand_on_compiled=self.timed),
+                        protocol.timeout_s, gpu="shared", stall=self._stall(ref, protocol))
         result = correctness_verdict(res, ref, protocol, static.issues)
         if result.status is Status.correct and self.timed:
             self._baselines_known(ref)
@@ -832,13 +889,14 @@ class Evaluator:
         return result
 
     def _check_then_time(self, task: Task, source: str, protocol: EvalProtocol, ref: Reference,
-                         issues: list) -> EvalResult:
+                         issues: list, again: bool = False) -> EvalResult:
         """Correctness and the first timing in one worker process: it runs its trials beside
         other work (once the eager baseline is known), reports `checked`, prepares its timing and
         waits at its gate. The gate opens only on a correct verdict on what it reported up to
         `checked`; any other verdict kills it there. A measurement that needs repeating
         (disturbed, or out of memory beside others) and a confirmation of a new best run as
-        separate timing jobs."""
+        separate timing jobs. A run that failed beside a neighbour that ran the device short (or
+        out of memory beside others) runs once more before it is judged."""
         # Baselines first: a job holding its slot at the gate must not wait for baseline jobs that
         # need a slot themselves.
         self._baselines_known(ref)
@@ -862,7 +920,10 @@ class Evaluator:
             return verdict[0][1].status is Status.correct
 
         res, measured = self._gated_run(job, protocol.timeout_s, reserve_as={**job, "kind": Job.timing},
-                                        on_message=on_message, at_gate=at_gate)
+                                        on_message=on_message, at_gate=at_gate, stall=self._stall(ref, protocol))
+        if not measured and not again and (self._beside_a_hog(res) or self._crowded_out(res)):
+            log.info("a candidate for %s failed while the device ran short beside others; running it again", task.name)
+            return self._check_then_time(task, source, protocol, ref, issues, again=True)
         if not measured:  # judged as it ended, or stopped at its gate by its verdict
             return verdict[0][1] if verdict else correctness_verdict(res, ref, protocol, issues)
         so_far, checked = verdict[0]
@@ -871,8 +932,10 @@ class Evaluator:
             return checked.model_copy(update=forged)
         compiled = compiled_kernels(so_far)
         msg = res.first(Kind.timing)
-        if self._crowded_out(res) or (msg is not None and self._disturbed(msg[0])):
-            result = self._time_candidate(task, source, protocol, ref, checked, compiled)  # measured again, apart
+        why = "it ran out of device memory beside others" if self._crowded_out(res) else (
+            self._disturbed(msg[0], res) if msg is not None else None)
+        if why is not None:  # measured again, apart
+            result = self._time_candidate(task, source, protocol, ref, checked, compiled, why=why)
         else:
             result = timing_verdict(res, ref, protocol, checked)
         if result.status is Status.correct and result.timing is not None:
@@ -912,9 +975,9 @@ class Evaluator:
                 if best is None and ref.timing is not None:
                     best = ref.timing.median_ms
                 if best is not None and first >= best * (1.0 - TIE_MARGIN):
-                    return timed if first >= best else timed.model_copy(update={"timing_note": (
-                        f"within {TIE_MARGIN:.0%} of the best so far for this task ({best:.4f} ms, median): "
-                        "a tie, not a new best, so it was measured once")})
+                    return timed if first >= best else timed.model_copy(update={"timing_note": noted(
+                        timed.timing_note, f"within {TIE_MARGIN:.0%} of the best so far for this task "
+                                           f"({best:.4f} ms, median): a tie, not a new best, so it was measured once")})
                 if not any(ms <= first for ms in self._confirming.get(key, [])):
                     break
                 self._best_changed.wait()
@@ -933,9 +996,9 @@ class Evaluator:
                     del self._confirming[key]
                 self._best_changed.notify_all()
         chosen = timed if first >= second else again
-        return chosen.model_copy(update={"timing_note": (
-            f"a new best for this task: confirmed by a second, independent measurement in a fresh process "
-            f"(medians {first:.4f} and {second:.4f} ms; the slower is reported)")})
+        return chosen.model_copy(update={"timing_note": noted(
+            chosen.timing_note, f"a new best for this task: confirmed by a second, independent measurement in a "
+                                f"fresh process (medians {first:.4f} and {second:.4f} ms; the slower is reported)")})
 
     @staticmethod
     def _reference_failed(ref: Reference) -> EvalResult:
@@ -949,10 +1012,16 @@ class Evaluator:
         return self._remembered((task.task_id, source_hash(source), self.device, protocol.key()))
 
     def _time_candidate(self, task: Task, source: str, protocol: EvalProtocol, ref: Reference,
-                        result: EvalResult, compiled: bytes | None = None) -> EvalResult:
+                        result: EvalResult, compiled: bytes | None = None, why: str | None = None) -> EvalResult:
         """Time a correct candidate in a fresh worker; `compiled`: the kernels its correctness job
-        compiled, loaded instead of compiled again (the candidate's own, used by its own jobs only)."""
+        compiled, loaded instead of compiled again (the candidate's own, used by its own jobs only);
+        `why`: the reason an earlier measurement of it is being repeated, if it is."""
         extra = {"compiled": compiled} if compiled else {}
         res = self._run_timed(self._job(Job.timing, task, protocol, candidate_source=source, **extra),
                               protocol.timeout_s)
-        return timing_verdict(res, ref, protocol, result)
+        reasons = [r for r in (why, res.remeasured) if r]
+        timed = timing_verdict(res, ref, protocol, result)
+        if reasons and timed.timing is not None:
+            timed = timed.model_copy(update={"timing_note": noted(timed.timing_note, (
+                "measured again, apart, because " + "; then again because ".join(reasons) + " (the repeat is reported)"))})
+        return timed

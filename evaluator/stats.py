@@ -18,6 +18,8 @@ CONTENTION_RATIO = 1.5
 UNEVEN_RATIO = 1.25
 UNEVEN_MIN_MS = 0.05
 MIN_SAMPLES = 10  # fewer flushes or runs than this say nothing about a shared GPU
+# A trimmed mean this far from the median means some runs inside the measurement were disturbed.
+SPLIT_MAX = 0.02
 
 
 def upper_median(values: list[float]) -> float:
@@ -60,6 +62,19 @@ def contended(flush_ms: list[float], quiet_flush_ms: float | None = None) -> boo
         return False
     floor = min(flush_ms) if quiet_flush_ms is None else min(min(flush_ms), quiet_flush_ms)
     return upper_median(flush_ms) > CONTENTION_RATIO * floor
+
+
+def mean_median_split(event_ms: list[float], trim_fraction: float = 0.05) -> float | None:
+    """How far the trimmed mean of the runs sits from their median (mean / median - 1), where
+    that is more than `SPLIT_MAX`; None otherwise. A few disturbed runs inside one measurement
+    move the mean and not the median: identical kernels then disagree by their means only."""
+    if len(event_ms) < MIN_SAMPLES:
+        return None
+    stats = summarize(event_ms, trim_fraction)
+    if stats.median_ms <= 0:
+        return None
+    split = stats.mean_ms / stats.median_ms - 1.0
+    return split if abs(split) > SPLIT_MAX else None
 
 
 def uneven(event_ms: list[float]) -> bool:

@@ -80,7 +80,7 @@ def expect(res: WorkerResult, kind: str, subject: str) -> tuple[tuple[dict, list
 _ERROR_STATUSES = frozenset({Status.syntax_error, Status.import_error, Status.compile_error, Status.runtime_error,
                              Status.cuda_error, Status.oom, Status.timeout})
 _ONCE = (Kind.ops, Kind.done, Kind.timing, Kind.error, Kind.violation, Kind.infra, Kind.kernels, Kind.triton,
-         Kind.floor, Kind.peaks, Kind.checked, Kind.unlaunched)
+         Kind.floor, Kind.peaks, Kind.checked, Kind.unlaunched, Kind.launched)
 
 
 def forged_report(res: WorkerResult) -> str | None:
@@ -132,6 +132,16 @@ def candidate_failure(res: WorkerResult) -> dict | None:
     if res.decode_error:
         return {"status": Status.cheat_detected,
                 "cheat_reason": f"the result channel carried data the harness did not write ({res.decode_error})"}
+    if res.device_over is not None:  # stopped from outside for what it held of a shared device
+        return {"status": Status.oom, "error": ErrorInfo(
+            error_class="DeviceMemoryShare", message=f"the candidate's process was stopped: {res.killed_for}",
+            hint="keep what the forward allocates near what the task's reference needs; free caches and "
+                 "scratch buffers you do not reuse")}
+    if res.stalled:
+        return {"status": Status.timeout, "error": ErrorInfo(
+            error_class="StuckForward", message=f"the candidate's process was stopped: {res.killed_for}",
+            hint="a kernel that never ends (a loop on a value no program changes) or work queued far "
+                 "beyond the task's own looks like this")}
     if res.timed_out:
         return {"status": Status.timeout, "error": ErrorInfo(
             error_class="Timeout", message="the candidate exceeded the wall-clock limit and was killed")}
@@ -396,9 +406,9 @@ def timing_verdict(res: WorkerResult, ref: Reference, protocol: EvalProtocol, re
     flags = sorted(set(result.flags_reset) | set(head.get("flags_reset", [])))
     tuned = head.get("autotuned")
     tuned = [c[:200] for c in tuned if isinstance(c, str)][:8] if isinstance(tuned, list) else []
-    speedup = ref.timing.mean_ms / stats.mean_ms if ref.timing and stats.mean_ms > 0 else None
+    speedup = ref.timing.runtime_ms / stats.runtime_ms if ref.timing and stats.runtime_ms > 0 else None
     best = ref.best_ms()
-    speedup_vs_best = best / stats.mean_ms if best and stats.mean_ms > 0 else None
+    speedup_vs_best = best / stats.runtime_ms if best and stats.runtime_ms > 0 else None
     return result.model_copy(update={"timing": stats, "reference_timing": ref.timing,
                                      "compile_timing": ref.compile_timing, "compile_note": ref.compile_note,
                                      "speedup": speedup, "speedup_vs_best": speedup_vs_best,

@@ -57,7 +57,7 @@ def _status(s: str | None) -> str:
 
 def _runtime_ms(result: dict[str, Any] | None) -> float | None:
     timing = (result or {}).get("timing") or {}
-    return timing.get("mean_ms")
+    return timing.get("median_ms")  # TimingStats.runtime_ms: what speedups are computed from
 
 
 class TreeService:
@@ -194,7 +194,7 @@ class TreeService:
             synthetic=existing.synthetic,
             flags=[Flag(code=f["code"], message=f["message"]) for f in v.get("flags", [])],
             output_shapes=v.get("output_shapes", []), facts=self.task_facts(task_id, with_code=False),
-            baseline_ms=timing["mean_ms"] if timing else None,
+            baseline_ms=timing["median_ms"] if timing else None,
             baseline_note=None if timing else texts.no_timing_note(device),
             device=device, max_steps=stored.step_budget or 0)
 

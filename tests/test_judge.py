@@ -487,7 +487,7 @@ def test_a_job_whose_outputs_the_judge_had_no_device_memory_for_runs_again_alone
                WorkerResult(0, None, False, 0.1, "", messages=[({"kind": "done"}, [])])]
     dropped: list[str] = []
     uncounted = WorkerResult(0, None, False, 0.1, "", messages=[({"kind": "done"}, [])])  # no footprint
-    monkeypatch.setattr(ev.pool, "run", lambda job, timeout_s, sink=None, ring=None:
+    monkeypatch.setattr(ev.pool, "run", lambda job, timeout_s, sink=None, ring=None, stall=None:
                         uncounted if job["kind"] == "footprint" else results.pop(0))
     monkeypatch.setattr(ev.judge, "drop", dropped.append)
     res = ev._run({"kind": "reference", "judge_key": "k1", "protocol": {}}, 10.0)

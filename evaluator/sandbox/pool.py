@@ -27,7 +27,7 @@ import time
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
-from typing import Callable, Protocol
+from typing import Callable, NamedTuple, Protocol
 
 from ...common.redact import scrub
 from ...common.vocab import Kind, Op, Phase, Reply
@@ -67,6 +67,10 @@ class WorkerResult:
     killed_for: str | None = None  # why the trusted side killed it (time limit, result size), if it did
     process_limit_hit: bool = False  # a fork was refused at the job's process limit
     memory_limit_hit: bool = False  # the kernel killed in the job for its host-memory limit
+    remeasured: str | None = None  # why the evaluator measured this job again (its first measurement's flaw)
+    stalled: bool = False  # ended by its stall clock: stuck after its kernels had compiled (`stall`)
+    device_over: dict | None = None  # stopped for holding more than its device share: used, share, free bytes
+    device_pressure: bool = False  # the device ran short while it ran: a failure may be a neighbour's doing
 
     def first(self, kind: str) -> tuple[dict, list] | None:
         for head, tensors in self.messages:
@@ -123,6 +127,18 @@ class RingLease(RingPieces, Protocol):
     def lost(self) -> str | None: ...
 
     def when_lost(self, callback: Callable[[], None]) -> None: ...
+
+
+class Stall(NamedTuple):
+    """A job's stall limit: `seconds` between its reports once its kernels are compiled, and
+    what it was set from (said in the verdict of a job that goes past it)."""
+
+    seconds: float
+    note: str
+
+
+# Reports after which a job's correctness run is over: its stall clock stops.
+STALL_ENDS = frozenset({Kind.checked, Kind.done, Kind.error, Kind.violation, Kind.infra})
 
 
 @dataclass
@@ -248,7 +264,7 @@ class WorkerPool:
     # --- jobs -----------------------------------------------------------------------
     def submit(self, job: dict, timeout_s: float, on_ready: Callable[[], None] | None = None,
                sink: Sink | None = None, on_message: Callable[[dict, list], None] | None = None,
-               ring: RingLease | None = None) -> Submitted:
+               ring: RingLease | None = None, stall: Stall | None = None) -> Submitted:
         """Run `job` in a fresh child; the future resolves to a WorkerResult (never raises).
 
         With `on_ready` the job is gated: the child prepares, then waits until `open_gate`;
@@ -257,9 +273,12 @@ class WorkerPool:
         `on_message` is told of each message as it is read (on the job's reader thread): the
         results of a job still running. With `ring` (and a sink), the job's outputs travel through
         that ring instead of the pipe (see `ring`): its memory and credit pipe go to the process.
+        With `stall`, its stall clock (`sandbox.stall`) runs from its first forward to its verdict.
         """
         fut: Future = Future()
         job_id = f"j{next(self._ids)}"
+        if stall is not None:
+            on_message = self._stall_watch(job_id, stall, on_message)
         try:
             self.ensure_started()
         except (RuntimeError, OSError) as exc:
@@ -277,7 +296,7 @@ class WorkerPool:
         # What the warm parent needs to run the job, and nothing a caller wrote.
         level = (job.get("sandbox") or {}).get("level")
         ctl = {"work_dir": self.work_dir, "gated": on_ready is not None, "sandbox": {"level": level} if level else None,
-               "host_memory_bytes": job.get("host_memory_bytes")}
+               "host_memory_bytes": job.get("host_memory_bytes"), "device_bytes": job.get("device_bytes")}
         if level and level != LEVEL_FULL:  # a job without namespaces shares the evaluator's Triton cache
             ctl["triton_cache_dir"] = self.triton_cache_dir
         frame = wire.pack({"op": Op.run, "job_id": job_id, "timeout_s": timeout_s, "fds": 3 + len(extra), "job": ctl})
@@ -307,6 +326,24 @@ class WorkerPool:
             ring.when_lost(lambda: self.stop(job_id, "the judge that took its outputs ended"))
         return Submitted(job_id, fut)
 
+    def _stall_watch(self, job_id: str, stall: Stall,
+                     on_message: Callable[[dict, list], None] | None) -> Callable[[dict, list], None]:
+        """`on_message` with the job's stall clock wound: armed when its first forward has
+        returned, set again at each report after, off once its correctness run is over."""
+        armed = [False]
+
+        def watch(head: dict, payload: list) -> None:
+            kind = head.get("kind")
+            if kind == Kind.launched or (armed[0] and kind not in STALL_ENDS):
+                armed[0] = True
+                self._send({"op": Op.stall, "job_id": job_id, "seconds": stall.seconds, "note": stall.note})
+            elif armed[0]:
+                armed[0] = False
+                self._send({"op": Op.stall, "job_id": job_id, "seconds": None})
+            if on_message is not None:
+                on_message(head, payload)
+        return watch
+
     def open_gate(self, job_id: str) -> None:
         """Let a gated job that is waiting go on (the caller now holds the GPU for it)."""
         self._send({"op": Op.go, "job_id": job_id})
@@ -329,9 +366,10 @@ class WorkerPool:
         """Let the jobs stopped by `pause` run on."""
         self._send({"op": Op.resume})
 
-    def run(self, job: dict, timeout_s: float, sink: Sink | None = None, ring: RingLease | None = None) -> WorkerResult:
+    def run(self, job: dict, timeout_s: float, sink: Sink | None = None, ring: RingLease | None = None,
+            stall: Stall | None = None) -> WorkerResult:
         # a wait without `until` always returns the result
-        return self.wait(self.submit(job, timeout_s, sink=sink, ring=ring))  # type: ignore[return-value]
+        return self.wait(self.submit(job, timeout_s, sink=sink, ring=ring, stall=stall))  # type: ignore[return-value]
 
     def wait(self, submitted: Submitted, until: threading.Event | None = None) -> WorkerResult | None:
         """The job's result, or None as soon as `until` is set first. The warm parent enforces
@@ -441,7 +479,9 @@ class WorkerPool:
                 overflow=job.overflow, overflow_reason=reader.overflow_reason if job.overflow else None,
                 killed_for=end.get("killed_for") or None,
                 process_limit_hit=bool(end.get("process_limit_hit")),
-                memory_limit_hit=bool(end.get("memory_limit_hit")))
+                memory_limit_hit=bool(end.get("memory_limit_hit")),
+                stalled=bool(end.get("stalled")), device_pressure=bool(end.get("device_pressure")),
+                device_over=end.get("device_over") if isinstance(end.get("device_over"), dict) else None)
         if not job.future.done():
             job.future.set_result(result)
 

@@ -39,7 +39,9 @@ from ...common.vocab import Job, Op, Phase, Reply
 from . import confine
 from .cgroups import JobCgroups
 from .compile_mark import CompileMark
+from .device_watch import DeviceWatch, Overdraw, open_reader
 from .procs import adopt_orphans, children_of, die_with_parent, file_table, files_held, until_stopped
+from .stall import StallClock
 
 KEEP_ENV = ("PATH", "TRITON_INTERPRET", "CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH",
             "CUDA_HOME", "TRITON_PTXAS_PATH", "TRITON_LIBCUDA_PATH", "NCCL_NVLS_ENABLE",
@@ -65,6 +67,11 @@ class Child:
         self.ready = False
         self.status: int | None = None
         self.paused_left: float | None = None  # time left on its deadline while it is paused
+        self.stall = StallClock()  # armed by the evaluator once its kernels are compiled
+        self.stalled = False
+        self.device_share = 0  # bytes of the device it may hold while the device runs short (0: no share)
+        self.overdraw: Overdraw | None = None  # stopped for holding more than its share
+        self.pressure = False  # alive while the device ran short: a failure may not be its own
 
 
 class Zygote:
@@ -80,6 +87,9 @@ class Zygote:
         self.running = True
         self.orphans: set[int] = set()  # killed, not yet reaped
         self.next_sweep = 0.0
+        # NVML's view of the GPU, where jobs use one (never CUDA itself: the children init it).
+        reader = None if os.environ.get("TRITON_INTERPRET") == "1" else open_reader()
+        self.watch = DeviceWatch(reader) if reader is not None else None
 
     # --- control channel ------------------------------------------------------------
     def _read_ctrl(self) -> None:
@@ -115,6 +125,12 @@ class Zygote:
                 self._reply({Reply.paused.value: head.get("token")})
             elif op == Op.resume:
                 self._resume()
+            elif op == Op.stall:
+                child = self.children.get(head.get("job_id"))  # type: ignore[arg-type]  # a missing id finds no child
+                if child is not None and child.status is None:
+                    seconds = head.get("seconds")
+                    child.stall.arm(float(seconds) if isinstance(seconds, (int, float)) else None,
+                                    str(head.get("note") or "")[:300], time.monotonic())
             elif op == Op.kill:
                 child = self.children.get(head.get("job_id"))  # type: ignore[arg-type]  # a missing id finds no child
                 if child is not None:
@@ -175,6 +191,7 @@ class Zygote:
         except (AttributeError, OSError):
             pass
         child = Child(job_id, pid, timeout_s, scratch, gate, pidfd, cgroup=cgroup, setup_fd=setup_r, mark=mark)
+        child.device_share = max(0, int(ctl.get("device_bytes") or 0))
         self.children[job_id] = child
         if gate is not None:
             gate_child.close()  # type: ignore[union-attr]  # set for every child that has a gate
@@ -283,6 +300,7 @@ class Zygote:
         for child in self.children.values():
             if child.job_id == keep or child.paused_left is not None or child.status is not None:
                 continue
+            child.stall.stop(now)  # paused, or held while it compiles: neither is its stalling
             if child.mark is not None and child.mark.hold():
                 child.held_since = now
                 continue
@@ -305,6 +323,7 @@ class Zygote:
                     child.deadline += now - child.held_since
                 child.held_since = None
                 child.mark.release()  # before SIGCONT: a resumed child must find the hold gone
+            child.stall.go(now)
             if child.paused_left is None:
                 continue
             child.deadline = now + child.paused_left
@@ -396,6 +415,11 @@ class Zygote:
             "killed_for": child.killed_for or ("its time limit" if child.timed_out else None),
             "process_limit_hit": process_limit_hit,
             "memory_limit_hit": memory_limit_hit,
+            "stalled": child.stalled,
+            "device_pressure": child.pressure,
+            "device_over": None if child.overdraw is None else {
+                "used_bytes": child.overdraw.used_bytes, "share_bytes": child.overdraw.share_bytes,
+                "free_bytes": child.overdraw.free_bytes},
             "exit_code": os.WEXITSTATUS(status) if os.WIFEXITED(status) else None,
             "signal": os.WTERMSIG(status) if os.WIFSIGNALED(status) else None,
             "timed_out": child.timed_out,
@@ -408,9 +432,17 @@ class Zygote:
             if not child.timed_out and now > child.deadline:
                 child.timed_out = True
                 self._kill(child)
+            elif not child.stalled and child.killed_for is None and child.stall.expired(now):
+                child.stalled = True
+                child.killed_for = child.stall.reason()[:600]
+                self._kill(child)
             if self._reap(child):
+                if child.status and self.watch is not None and not child.pressure:
+                    self._watch_device()  # it failed: was the device short as it did?
                 self._finish(child)
                 self.next_sweep = 0.0  # its orphans, if any, are ours now
+        if self.watch is not None and self.watch.due():
+            self._watch_device()
         if now >= self.next_sweep:
             self._sweep_orphans()
             self._watch_file_table()
@@ -433,6 +465,26 @@ class Zygote:
             worst.killed_for = (f"it held {held[worst]:,} open files, {100 * held[worst] / most:.0f}% of the "
                                 "machine's file table, which every job shares")
             self._kill(worst)
+
+    def _watch_device(self) -> None:
+        """Once the device runs short, stop the jobs past their share (see `device_watch`) and
+        mark every job alive then: a failure of theirs may be a neighbour's doing."""
+        assert self.watch is not None
+        live = {c.job_id: c for c in self.children.values() if c.killed_for is None}
+        try:
+            stop, short = self.watch.check({job_id: (JobCgroups.processes(c.cgroup) or [c.pid], c.device_share)
+                                            for job_id, c in live.items()})
+        except Exception:  # noqa: BLE001 - NVML failing mid-run ends the watch, not the warm parent
+            self.watch = None
+            return
+        if short:
+            for child in self.children.values():
+                child.pressure = True
+        for over in stop:
+            child = live[over.job_id]
+            child.overdraw = over
+            child.killed_for = ("device memory: " + over.reason())[:600]
+            self._kill(child)
 
     @staticmethod
     def _removed(cgroup: list[str]) -> bool:
@@ -524,10 +576,12 @@ def main() -> None:
 
     level, detail = confine.probe()
     limits = JobCgroups(int(os.environ.get("ADAEXPLORE_MAX_PROCESSES", "256")))
+    zygote = Zygote(ctrl, level, limits)
     ctrl.sendall(wire.pack({Reply.ready.value: True, "pid": os.getpid(),
                             "sandbox": {"level": level, "detail": detail, "process_limit": limits.available,
-                                        "memory_limit": limits.memory_available}}))
-    Zygote(ctrl, level, limits).serve()
+                                        "memory_limit": limits.memory_available,
+                                        "device_watch": zygote.watch is not None}}))
+    zygote.serve()
 
 
 if __name__ == "__main__":
