@@ -173,6 +173,7 @@ def submit_all(ev, tasks: dict, subs: list[dict]) -> list[dict]:
                    "median_ms": r.timing.median_ms if r.timing else None,
                    "mean_ms": r.timing.mean_ms if r.timing else None,
                    "speedup": r.speedup, "note": (r.timing_note or "")[:300],
+                   "autotuned": r.autotune_configs,
                    "detail": (r.cheat_reason or (f"{r.error.error_class}: {r.error.message}" if r.error else ""))[:400]}
         except Exception as exc:  # noqa: BLE001 - one submission must not end the run
             row = {"status": f"harness_error: {type(exc).__name__}: {exc}"[:300]}

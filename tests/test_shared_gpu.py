@@ -203,6 +203,45 @@ def test_a_forward_stuck_after_its_kernels_compiled_is_ended_in_seconds_with_its
     assert took < 60, f"ended after {took:.0f} s, not seconds after it stalled"
 
 
+def test_a_stuck_forward_ends_in_seconds_even_between_back_to_back_measurements(tmp_path):
+    """Others' measurements pause it for a second at a time with only moments between: its grace
+    must not creep through those moments while it takes the device from every measurement."""
+    import threading
+    import time
+
+    from conftest import EXAMPLES, example_task
+
+    from adaexplore.evaluator.results import Status
+    from adaexplore.evaluator.service import Evaluator
+
+    source = (EXAMPLES / "kernels" / "softmax.py").read_text() + STUCK_AFTER_COMPILING
+    with Evaluator(work_dir=tmp_path, stall_floor_s=3.0) as ev:
+        ev.validate_task(example_task("softmax", timeout_s=120))
+        done, pause_waits = threading.Event(), []
+
+        def measurements() -> None:
+            while not done.is_set():
+                t = time.monotonic()
+                ev.pool.pause()
+                pause_waits.append(time.monotonic() - t)
+                time.sleep(1.0)
+                ev.pool.resume()
+                time.sleep(0.01)
+
+        pauser = threading.Thread(target=measurements, daemon=True)
+        t0 = time.monotonic()
+        pauser.start()
+        try:
+            result = ev.evaluate(example_task("softmax", timeout_s=120), source)
+        finally:
+            done.set()
+            pauser.join(10)
+        took = time.monotonic() - t0
+    assert result.status is Status.timeout and result.error.error_class == "StuckForward", result.feedback()
+    assert took < 60, f"ended after {took:.0f} s, not seconds after it stalled"
+    assert max(pause_waits) < 4.5  # a measurement waited at most the grace, never the job's limit
+
+
 def test_an_honest_kernel_is_never_taken_for_stuck(tmp_path):
     from conftest import EXAMPLES, example_task
 
@@ -212,6 +251,44 @@ def test_an_honest_kernel_is_never_taken_for_stuck(tmp_path):
     with Evaluator(work_dir=tmp_path, stall_floor_s=3.0) as ev:
         result = ev.evaluate(example_task("softmax", timeout_s=120), (EXAMPLES / "kernels" / "softmax.py").read_text())
     assert result.status is Status.correct, result.feedback()
+
+
+def test_a_stuck_jobs_clock_runs_on_while_it_is_paused_for_anothers_measurement():
+    from adaexplore.evaluator.sandbox.stall import StallClock
+
+    clock = StallClock()
+    clock.arm(10.0, "", now=0.0)
+    clock.stop(now=1.0)  # paused for another's measurement: its queued kernels still run
+    clock.go(now=5.0)
+    assert not clock.expired(now=9.9) and clock.expired(now=10.1)
+
+
+def test_a_job_whose_time_ran_out_while_paused_is_not_ended_until_it_has_run_its_grace():
+    from adaexplore.evaluator.sandbox.stall import StallClock, grace_for
+
+    clock = StallClock()
+    clock.arm(10.0, "", now=0.0)
+    clock.stop(now=1.0)
+    assert not clock.expired(now=30.0)  # a stopped process cannot report
+    clock.go(now=30.0)
+    assert grace_for(10.0) == 2.0
+    assert not clock.expired(now=31.0)
+    clock.stop(now=31.0)  # paused again: what is left of its grace stands still
+    clock.go(now=60.0)
+    assert not clock.expired(now=60.9) and clock.expired(now=61.1)
+
+
+def test_a_resumed_job_that_reports_starts_its_clock_over():
+    from adaexplore.evaluator.sandbox.stall import StallClock
+
+    clock = StallClock()
+    clock.arm(10.0, "", now=0.0)
+    clock.stop(now=1.0)
+    clock.go(now=30.0)
+    clock.arm(10.0, "", now=30.1)  # its step ended as soon as it ran again
+    assert not clock.expired(now=39.0) and clock.expired(now=40.2)
+    clock.arm(None, "", now=41.0)  # its correctness run is over
+    assert not clock.expired(now=1e9)
 
 
 # --- a measurement moved by a few disturbed runs ---------------------------------------------------------

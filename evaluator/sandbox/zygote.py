@@ -47,6 +47,10 @@ KEEP_ENV = ("PATH", "TRITON_INTERPRET", "CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH
             "CUDA_HOME", "TRITON_PTXAS_PATH", "TRITON_LIBCUDA_PATH", "NCCL_NVLS_ENABLE",
             "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS", "OMP_NUM_THREADS")
 PAUSE_CONFIRM_S = 0.5
+# A pause waits at most this long for jobs whose stall limit ran out while they were stopped: they
+# run their grace first, so a stuck one ends before the measurement instead of lingering through
+# every later one (see `sandbox.stall`). Below the pool's wait for the pause's confirmation.
+PAUSE_DEFER_S = 3.0
 SWEEP_EVERY_S = 1.0  # how often orphans that candidates left behind are looked for
 FILE_TABLE_ALARM = 0.5  # the machine's open files, as a share of its most, at which jobs are counted
 FILE_TABLE_SHARE = 0.1  # a job holding this share of the machine's most then is stopped
@@ -85,6 +89,7 @@ class Zygote:
         self.fds: collections.deque[int] = collections.deque()  # result pipes, in request order
         self.inbuf = bytearray()  # grows in place: a request with a blob arrives in many pieces
         self.running = True
+        self.pending_pause: tuple[str | None, object, float] | None = None  # (keep, token, asked at)
         self.orphans: set[int] = set()  # killed, not yet reaped
         self.next_sweep = 0.0
         # NVML's view of the GPU, where jobs use one (never CUDA itself: the children init it).
@@ -121,9 +126,10 @@ class Zygote:
                 # a missing id finds no child
                 self._open_gate(self.children.get(head.get("job_id")))  # type: ignore[arg-type]
             elif op == Op.pause:
-                self._pause(head.get("keep"))
-                self._reply({Reply.paused.value: head.get("token")})
+                self.pending_pause = (head.get("keep"), head.get("token"), time.monotonic())
+                self._pause_when_due()
             elif op == Op.resume:
+                self.pending_pause = None  # its asker stopped waiting for it
                 self._resume()
             elif op == Op.stall:
                 child = self.children.get(head.get("job_id"))  # type: ignore[arg-type]  # a missing id finds no child
@@ -313,6 +319,20 @@ class Zygote:
             stopped.append(child.pid)
         # So nothing of theirs is still launching work when the measurement starts.
         until_stopped(stopped, PAUSE_CONFIRM_S)
+
+    def _pause_when_due(self) -> None:
+        """Carry out the pending pause once no job is running its grace (or PAUSE_DEFER_S has passed)."""
+        if self.pending_pause is None:
+            return
+        keep, token, asked = self.pending_pause
+        now = time.monotonic()
+        owing = [c for c in self.children.values()
+                 if c.job_id != keep and c.status is None and c.paused_left is None and c.stall.in_grace()]
+        if owing and now - asked < PAUSE_DEFER_S:
+            return
+        self.pending_pause = None
+        self._pause(keep)
+        self._reply({Reply.paused.value: token})
 
     def _resume(self) -> None:
         now = time.monotonic()
@@ -520,6 +540,7 @@ class Zygote:
                     self._on_gate(key.data[1])
                 # an exit event needs nothing here: the check below reaps it
             self._check_children()
+            self._pause_when_due()
         for child in list(self.children.values()):
             self._kill(child)
             if child.scratch is not None:

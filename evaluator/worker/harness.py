@@ -28,7 +28,7 @@ from ..messages import COMPILED_MAX_BYTES
 from ..results import EvalProtocol, Status
 from ..sandbox import wire
 from ..sandbox.ring import RING_KINDS, RingWriter
-from . import guards
+from . import autotune_ties, guards
 
 CANDIDATE_FILE = "candidate.py"
 TASK_FILENAME = "<reference task>"
@@ -161,6 +161,7 @@ def unpack_compiled(blob: bytes, scratch: str) -> bool:
 
 def load_candidate(source: str, scratch: str) -> types.ModuleType:
     """Import the candidate from a real file (Triton's JIT reads kernel source from disk)."""
+    autotune_ties.install()
     path = os.path.join(scratch, CANDIDATE_FILE)
     with open(path, "w") as fh:
         fh.write(source)
