@@ -302,7 +302,7 @@ def phase_loaded(problems: Path, root: Path, args) -> dict:
         alone = submit_all(ev, tasks, [{"task": name, "key": "13#alone", "source": tagged(honest_source(name), "alone")}])
         info: dict = {}
         if torch.cuda.is_available():
-            from adaexplore.evaluator.service import CONTEXT_BYTES
+            from adaexplore.evaluator.runner import CONTEXT_BYTES
 
             memory = ev.device_memory()
             ref = ev.reference(tasks[name])

@@ -21,10 +21,10 @@ import torch
 
 from ..common.vocab import Job, Kind
 from . import lint
+from .pipeline import NO_GPU_NOTE
 from .reference import Reference
 from .results import ErrorInfo, EvalProtocol, EvalResult, Status, to_json
 from .sandbox.pool import WorkerResult
-from .service import NO_GPU_NOTE
 from .stats import summarize
 from .task import Task, load_task_file, source_hash
 from .verdict import correctness_verdict, degenerate_flags, expect, timing_method, timing_verdict

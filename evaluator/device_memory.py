@@ -5,8 +5,8 @@ a failure that is the evaluator's, not the task's or the kernel's. Each job rese
 expected to need before it starts and gives it back when it ends; a job waits while the device
 is spoken for. Estimates come from the reference's own measured peak (`estimate`); a task not
 yet measured reserves a fifth of the device, so five unknown tasks may start at once (one that
-turns out larger runs out of memory and runs again with its footprint reserved, see the
-evaluator's `_run`). A job
+turns out larger runs out of memory and runs again with its footprint reserved, see
+`JobRunner.run`). A job
 larger than the whole device runs alone, and so does a job run again because it ran out of
 memory beside others (`ALONE`); while such a job waits, no new job starts, so it cannot starve.
 Smaller jobs may pass a large one that waits for room, but only for PATIENCE_S: after that it

@@ -23,7 +23,8 @@ from .task import Task
 
 
 class Member(Protocol):
-    device: str
+    @property
+    def device(self) -> str: ...
 
     def evaluate(self, task: Task, source: str, protocol: EvalProtocol | None = None) -> EvalResult: ...
 

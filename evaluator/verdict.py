@@ -19,7 +19,7 @@ from .compare import Verdict, compare_outputs, pieces, zeros_pass
 from .results import ErrorInfo, EvalProtocol, EvalResult, Mismatch, Status, TaskFlag, Tolerance
 from .sandbox.frames import MAX_HEADER_BYTES, MAX_MESSAGES
 from .sandbox.pool import WorkerResult
-from .stats import summarize, upper_median
+from .stats import contended, mean_median_split, summarize, uneven, upper_median
 
 if TYPE_CHECKING:
     from .reference import Reference
@@ -265,6 +265,32 @@ def escaped_work(drain_ms: list[float] | None, event_median_ms: float) -> str | 
         return None
     return (f"work escapes the timed stream: the device was still busy {drain:.3f} ms after the call returned, "
             f"but the stream's events measured {event_median_ms:.3f} ms")
+
+
+def disturbed(head: dict, quiet_flush_ms: float | None = None) -> str | None:
+    """Why a timing run must be measured again, or None: it shows another context's work on the
+    GPU (its L2 flushes were slow, against each other or against `quiet_flush_ms`, a flush on
+    this GPU with nothing else running; its runs were too unlike each other; the device stayed
+    busy after the timed calls returned), or a few disturbed runs pulled its mean away from its
+    median. An honest kernel can look as if its work escaped the stream only because of such
+    work, so any of these is measured again on a quiet GPU before anything is reported (a
+    kernel whose work really escapes does so there too)."""
+    event_ms = timing_numbers(head, "event_ms") or []
+    if not event_ms:
+        return None
+    median = upper_median(event_ms)
+    drain_ms = timing_numbers(head, "drain_ms")
+    on_gpu = bool(drain_ms)  # host-clock runs (no GPU) carry no drain times, and vary for other reasons
+    if contended(timing_numbers(head, "flush_ms") or [], quiet_flush_ms):
+        return "another context shared the GPU (its L2 flushes were slow)"
+    if on_gpu and uneven(event_ms):
+        return "its runs were too unlike each other to have had the GPU alone"
+    if escaped_work(drain_ms, median) is not None:
+        return "the device stayed busy after its calls returned"
+    split = mean_median_split(event_ms)
+    if on_gpu and split is not None:
+        return f"a few runs pulled its mean {split:+.1%} away from its median"
+    return None
 
 
 # --- the verdicts on a candidate ---------------------------------------------------------------

@@ -43,9 +43,22 @@ def admitting_evaluator(tmp_path):
     from adaexplore.evaluator.service import Evaluator
 
     ev = Evaluator(work_dir=tmp_path / "ev", trace=True)
-    ev._memory = DeviceMemory(capacity_bytes=8 << 30)
+    ev.runner._memory = DeviceMemory(capacity_bytes=8 << 30)
     yield ev
     ev.close()
+
+
+def job_spec(kind: str, **fields):
+    """A bare job of `kind` with `fields` set: for tests of how the runner treats a job, whose
+    workers (if any) are stubbed out."""
+    from adaexplore.common.vocab import Job
+    from adaexplore.evaluator.job_spec import JobSpec
+    from adaexplore.evaluator.results import EvalProtocol
+    from adaexplore.evaluator.sandbox.confine import Plan
+
+    bare = {"task_source": "", "protocol": EvalProtocol(), "device": "cpu", "threads": 1, "judge_key": "",
+            "host_memory_bytes": 0, "sandbox": Plan()}
+    return JobSpec(kind=Job(kind), **{**bare, **fields})
 
 
 def example_task(name: str, **protocol):

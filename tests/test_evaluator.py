@@ -75,9 +75,9 @@ def test_identical_resubmission_is_cached(evaluator):
 
 
 def test_the_result_cache_keeps_the_most_recently_used_results(evaluator, monkeypatch):
-    import adaexplore.evaluator.service as service
+    import adaexplore.evaluator.pipeline as pipeline
 
-    monkeypatch.setattr(service, "RESULTS_KEPT", 2)
+    monkeypatch.setattr(pipeline, "RESULTS_KEPT", 2)
     task = example_task("softmax")
     a, b, c = ("def broken(:\n", "class ModelNew(:\n", "x = = 1\n")  # static failures: no worker runs
     evaluator.evaluate(task, a)

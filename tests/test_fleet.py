@@ -12,8 +12,8 @@ from conftest import EXAMPLES, example_task, gpu
 from adaexplore.evaluator.fleet import REFERENCE_COST, Dispatch, EvaluatorFleet, Placement, physical_ids, place
 from adaexplore.evaluator.results import ErrorInfo, EvalResult, Status, TaskValidation
 from adaexplore.evaluator.sandbox import confine
-from adaexplore.evaluator.sandbox.gpu_lock import GpuLock
-from adaexplore.evaluator.service import Evaluator, default_parallel, physical_gpu_id, usable_cores
+from adaexplore.evaluator.sandbox.gpu_lock import GpuLock, physical_gpu_id
+from adaexplore.evaluator.service import Evaluator, default_parallel, usable_cores
 
 # --- the dispatch rule, over plain data --------------------------------------------------------
 
@@ -278,8 +278,8 @@ def test_each_member_times_under_the_lock_of_its_own_gpu(tmp_path, monkeypatch):
 
 def on_fake_gpu(ev: Evaluator, ident: str) -> Evaluator:
     """A CPU evaluator that takes the lock of GPU `ident`, as a member bound to that GPU does."""
-    ev.physical_id = ident
-    ev.gpu = GpuLock(ev.lock_dir, ident, pause=ev.pool.pause, resume=ev.pool.resume)
+    ev.runner.physical_id = ident
+    ev.runner.gpu = GpuLock(ev.lock_dir, ident, pause=ev.pool.pause, resume=ev.pool.resume)
     return ev
 
 

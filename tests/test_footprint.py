@@ -108,8 +108,8 @@ def test_a_reference_crowded_out_runs_again_with_its_footprint_reserved_then_alo
     validation = ev.validate_task(Task(name="oom_when_real", source=OOM_WHEN_REAL))
     assert not validation.ok and validation.error.error_class == "TaskTooLarge"
     runs = [(t["alone"], t["reserved_bytes"]) for t in ev.trace if t["kind"] == "reference"]
-    unknown = ev._memory.estimate(None, candidate=False)
-    counted = ev._memory.for_footprint(4 << 30)  # 1 GiB of inputs, their snapshot, two outputs
+    unknown = ev.runner.device_memory().estimate(None, candidate=False)
+    counted = ev.runner.device_memory().for_footprint(4 << 30)  # 1 GiB of inputs, their snapshot, two outputs
     # beside others with a fifth of the device; again with its footprint; then alone
     assert runs == [(0.0, unknown), (0.0, counted), (1.0, 8 << 30)]
     assert [t["kind"] for t in ev.trace].count("footprint") == 1
@@ -161,7 +161,7 @@ def test_large_references_are_counted_first_reserve_their_count_and_run_one_at_a
     import threading
 
     ev = admitting_evaluator
-    ev._judge_budget = 1 << 20  # each task keeps 7 outputs and its inputs of 256 KiB: large beside 1 MiB
+    ev.runner.judge_budget = 1 << 20  # each task keeps 7 outputs and its inputs of 256 KiB: large beside 1 MiB
     tasks = large_tasks(2, 3, 4)
     results: list = []
     threads = [threading.Thread(target=lambda t=t: results.append(ev.validate_task(t))) for t in tasks]
@@ -174,7 +174,7 @@ def test_large_references_are_counted_first_reserve_their_count_and_run_one_at_a
     assert len(refs) == 3 and [t["kind"] for t in ev.trace].count("footprint") == 3
     assert all(later[0] >= earlier[1] - 0.05 for earlier, later in zip(refs, refs[1:]))  # never two at once
     # each reserved what its count says from its first run (its inputs, their snapshot, two outputs)
-    assert {r[2] for r in refs} == {ev._memory.for_footprint(4 * (1 << 18))}
+    assert {r[2] for r in refs} == {ev.runner.device_memory().for_footprint(4 * (1 << 18))}
 
 
 def test_a_large_reference_waits_for_the_room_it_keeps_before_it_runs_at_all(tmp_path):
@@ -187,12 +187,12 @@ def test_a_large_reference_waits_for_the_room_it_keeps_before_it_runs_at_all(tmp
     tasks = large_tasks(2, 3)
     # each keeps 2 MiB while it registers and 1.25 MiB (its trials) after: one fits beside the other only idle
     with Evaluator(work_dir=tmp_path / "ev", trace=True, judge_budget_bytes=3 << 20, judge_host_budget_bytes=0) as ev:
-        ev._memory = DeviceMemory(capacity_bytes=8 << 30)
-        ev._judge_budget = 3 << 20
+        ev.runner._memory = DeviceMemory(capacity_bytes=8 << 30)
+        ev.runner.judge_budget = 3 << 20
         first, second = tasks
         assert ev.validate_task(first).ok
         results: list = []
-        with ev._in_use.hold(ev.judge_key(first, first.protocol)):
+        with ev.runner.in_use.hold(ev.judge_key(first, first.protocol)):
             worker = threading.Thread(target=lambda: results.append(ev.validate_task(second)))
             worker.start()
             time.sleep(3)

@@ -9,7 +9,7 @@ import time
 
 import pytest
 import torch
-from conftest import EXAMPLES, example_task
+from conftest import EXAMPLES, example_task, job_spec
 
 from adaexplore.evaluator.judge.store import BudgetBusy, BudgetExceeded, OutputStore
 from adaexplore.evaluator.results import Status
@@ -349,10 +349,10 @@ def test_the_timing_of_a_task_reserves_more_than_its_reference_and_a_candidate_m
 
 def test_the_torch_compile_baseline_reserves_what_the_references_own_timing_does(admitting_evaluator):
     ev = admitting_evaluator
-    ev._peaks["k"] = 2 << 30
-    eager = ev._reservation({"kind": "timing", "judge_key": "k"})
-    assert ev._reservation({"kind": "timing", "judge_key": "k", "compile": True}) == eager
-    assert ev._reservation({"kind": "timing", "judge_key": "k", "candidate_source": "..."}) > eager
+    ev.runner.peaks["k"] = 2 << 30
+    eager = ev.runner._reservation(job_spec("timing", judge_key="k"))
+    assert ev.runner._reservation(job_spec("timing", judge_key="k", compile=True)) == eager
+    assert ev.runner._reservation(job_spec("timing", judge_key="k", candidate_source="...")) > eager
 
 
 def test_registering_a_task_too_large_for_the_device_says_so_and_does_not_call_the_task_broken(tmp_path):
@@ -374,18 +374,18 @@ def test_registering_a_task_too_large_for_the_device_says_so_and_does_not_call_t
 
 
 def test_a_reference_waits_for_room_beside_tasks_in_use_and_in_the_end_may_evict_them(tmp_path, monkeypatch):
-    import adaexplore.evaluator.service as service
+    import adaexplore.evaluator.reference_keeper as reference_keeper
 
-    monkeypatch.setattr(service, "JUDGE_WAIT_S", 1.0)
+    monkeypatch.setattr(reference_keeper, "JUDGE_WAIT_S", 1.0)
     with Evaluator(work_dir=tmp_path, judge_budget_bytes=9 << 20, judge_host_budget_bytes=0, trace=True) as ev:
         # Here the reference tries and is turned away: on a GPU its count on the meta device would
         # make it wait before trying at all (tests/test_footprint.py has that).
-        monkeypatch.setattr(ev, "_large_keeps", lambda task, protocol, key: 0)
+        monkeypatch.setattr(ev.references, "_large_keeps", lambda task, protocol, key: 0)
         first, second = big_task(2, 1 << 18), big_task(3, 1 << 18)
         assert ev.validate_task(first).ok
         used = ev.judge.stats()["used_bytes"]
         assert used <= 9 << 20 < 2 * used  # one fits, two do not
-        with ev._in_use.hold(ev.judge_key(first, first.protocol)):  # work on the first is in flight
+        with ev.runner.in_use.hold(ev.judge_key(first, first.protocol)):  # work on the first is in flight
             assert ev.validate_task(second).ok
         runs = [t for t in ev.trace if t["kind"] == "reference"]
         assert len(runs) == 3  # the first; the second turned away, then let in once the wait was over
@@ -397,7 +397,7 @@ def test_a_reference_with_no_room_in_the_judges_device_share_is_kept_in_host_mem
                    trace=True) as ev:
         first, second = big_task(2, 1 << 18), big_task(3, 1 << 18)
         assert ev.validate_task(first).ok
-        with ev._in_use.hold(ev.judge_key(first, first.protocol)):  # work on the first is in flight
+        with ev.runner.in_use.hold(ev.judge_key(first, first.protocol)):  # work on the first is in flight
             assert ev.validate_task(second).ok
             stats = ev.judge.stats()
             result = ev.evaluate(second, WRONG_SCALE)
@@ -490,7 +490,7 @@ def test_a_job_whose_outputs_the_judge_had_no_device_memory_for_runs_again_alone
     monkeypatch.setattr(ev.pool, "run", lambda job, timeout_s, sink=None, ring=None, stall=None:
                         uncounted if job["kind"] == "footprint" else results.pop(0))
     monkeypatch.setattr(ev.judge, "drop", dropped.append)
-    res = ev._run({"kind": "reference", "judge_key": "k1", "protocol": {}}, 10.0)
+    res = ev.runner.run(job_spec("reference", judge_key="k1"), 10.0)
     assert res.messages == [({"kind": "done"}, [])]  # the second run's
     assert [r["alone"] for r in ev.trace if r["kind"] == "reference"] == [0.0, 1.0]
     assert dropped == ["k1"]  # its partial store went before it ran alone
@@ -535,13 +535,13 @@ def test_a_reference_first_in_line_with_no_task_ending_stops_waiting_after_its_p
 def test_a_reference_turned_away_tries_again_only_once_the_room_it_lacked_is_free(tmp_path, monkeypatch):
     import contextlib
 
-    import adaexplore.evaluator.service as service
+    import adaexplore.evaluator.reference_keeper as reference_keeper
 
-    monkeypatch.setattr(service, "JUDGE_WAIT_S", 60.0)  # no eviction here: only the room decides
+    monkeypatch.setattr(reference_keeper, "JUDGE_WAIT_S", 60.0)  # no eviction here: only the room decides
     with Evaluator(work_dir=tmp_path, judge_budget_bytes=9 << 20, judge_host_budget_bytes=0, trace=True) as ev:
         # Here the reference tries and is turned away: on a GPU its count on the meta device would
         # make it wait before trying at all (tests/test_footprint.py has that).
-        monkeypatch.setattr(ev, "_large_keeps", lambda task, protocol, key: 0)
+        monkeypatch.setattr(ev.references, "_large_keeps", lambda task, protocol, key: 0)
         first, small, second = big_task(2, 1 << 18), big_task(4, 1 << 8), big_task(3, 1 << 18)
         assert ev.validate_task(first).ok and ev.validate_task(small).ok
 
@@ -550,8 +550,8 @@ def test_a_reference_turned_away_tries_again_only_once_the_room_it_lacked_is_fre
 
         result: dict = {}
         with contextlib.ExitStack() as first_in_use:
-            first_in_use.enter_context(ev._in_use.hold(ev.judge_key(first, first.protocol)))
-            with ev._in_use.hold(ev.judge_key(small, small.protocol)):
+            first_in_use.enter_context(ev.runner.in_use.hold(ev.judge_key(first, first.protocol)))
+            with ev.runner.in_use.hold(ev.judge_key(small, small.protocol)):
                 waiter = threading.Thread(target=lambda: result.update(validation=ev.validate_task(second)))
                 waiter.start()
                 deadline = time.monotonic() + 120

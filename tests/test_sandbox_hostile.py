@@ -9,6 +9,7 @@ a connection, a dead process, or what it stole raised into its own feedback.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import socket
 import sqlite3
@@ -286,14 +287,13 @@ def test_where_namespaces_cannot_be_made_kernels_still_run_at_the_weaker_level(t
     from adaexplore.evaluator.sandbox import confine
 
     ev = Evaluator(work_dir=tmp_path)
-    make_job = ev._job
+    make_job = ev.runner.job
 
     def weak_job(*args, **kwargs):
         job = make_job(*args, **kwargs)
-        job["sandbox"]["level"] = confine.LEVEL_WEAK
-        return job
+        return dataclasses.replace(job, sandbox=dataclasses.replace(job.sandbox, level=confine.LEVEL_WEAK))
 
-    ev._job = weak_job
+    ev.runner.job = weak_job
     try:
         result = run(ev, "pass")
         assert result.status is Status.correct, result.feedback()

@@ -302,6 +302,8 @@ def timed(event_ms, outputs=()):
 
 
 def test_a_measurement_whose_mean_a_few_runs_pulled_from_its_median_is_measured_again(tmp_path, monkeypatch):
+    from conftest import job_spec
+
     from adaexplore.evaluator.service import Evaluator
 
     pulled = [1.59] * 90 + [1.6] * 2 + [9.0] * 8  # the trimmed mean moves, the median does not
@@ -309,19 +311,22 @@ def test_a_measurement_whose_mean_a_few_runs_pulled_from_its_median_is_measured_
     answers = [timed(pulled), timed([1.59] * 100)]
     ev = Evaluator(work_dir=tmp_path, cpu_timing=True)
     try:
-        monkeypatch.setattr(ev, "_run_timed_once", lambda job, t, pause: calls.append(pause) or answers[len(calls) - 1])
-        res = ev._run_timed({"kind": "timing", "candidate_source": "x"}, 10)
+        monkeypatch.setattr(ev.runner, "_run_timed_once",
+                            lambda job, t, pause: calls.append(pause) or answers[len(calls) - 1])
+        res = ev.runner.run_timed(job_spec("timing", candidate_source="x"), 10)
         assert calls == [True, False] and res is answers[1]
         assert "mean" in res.remeasured and "median" in res.remeasured
         calls.clear()
         answers[:] = [timed([1.59] * 100)]
-        assert ev._run_timed({"kind": "timing", "candidate_source": "x"}, 10).remeasured is None
+        assert ev.runner.run_timed(job_spec("timing", candidate_source="x"), 10).remeasured is None
         assert calls == [True]  # undisturbed: measured once
     finally:
         ev.close()
 
 
 def test_a_measurement_taken_while_a_neighbour_ran_the_device_short_is_measured_again(tmp_path, monkeypatch):
+    from conftest import job_spec
+
     from adaexplore.evaluator.service import Evaluator
 
     short = timed([18.3] * 100)  # cuDNN without its workspace: a steady, wrong 2.2x
@@ -330,8 +335,9 @@ def test_a_measurement_taken_while_a_neighbour_ran_the_device_short_is_measured_
     answers = [short, timed([8.2] * 100)]
     ev = Evaluator(work_dir=tmp_path, cpu_timing=True)
     try:
-        monkeypatch.setattr(ev, "_run_timed_once", lambda job, t, pause: calls.append(pause) or answers[len(calls) - 1])
-        res = ev._run_timed({"kind": "timing", "candidate_source": "x"}, 10)
+        monkeypatch.setattr(ev.runner, "_run_timed_once",
+                            lambda job, t, pause: calls.append(pause) or answers[len(calls) - 1])
+        res = ev.runner.run_timed(job_spec("timing", candidate_source="x"), 10)
     finally:
         ev.close()
     assert calls == [True, False] and res is answers[1] and "ran short of memory" in res.remeasured
@@ -348,12 +354,13 @@ def test_the_result_of_a_repeated_measurement_says_why_and_the_speedup_uses_medi
     try:
         again = timed([1.0] * 100, outputs=[torch.ones(3)])
         again.remeasured = "a few runs pulled its mean +12.0% away from its median"
-        monkeypatch.setattr(ev, "_run_timed", lambda job, t: again)
+        monkeypatch.setattr(ev.runner, "run_timed", lambda job, t: again)
         ref = Reference(timing=TimingStats(mean_ms=3.0, median_ms=2.0, std_ms=0.1, min_ms=1.9, runs=100),
                         check_outputs=[torch.ones(3)])
         checked = EvalResult(status=Status.correct)
         task = __import__("conftest").example_task("softmax")
-        result = ev._time_candidate(task, "src", task.protocol, ref, checked, why="its runs were too unlike each other")
+        result = ev.pipeline._time_candidate(task, "src", task.protocol, ref, checked,
+                                             why="its runs were too unlike each other")
     finally:
         ev.close()
     assert result.speedup == 2.0  # 2.0 ms median against 1.0 ms median, whatever the means

@@ -4,6 +4,7 @@ import threading
 import time
 
 import pytest
+from conftest import job_spec
 
 from adaexplore.evaluator.service import Evaluator
 from adaexplore.evaluator.slots import Slots
@@ -97,6 +98,6 @@ def test_an_evaluator_needs_at_least_one_slot():
 def test_the_torch_compile_baseline_is_background_work_unless_a_caller_waits_for_it(tmp_path):
     ev = Evaluator(work_dir=tmp_path / "a", baselines=("eager",))
     waits = Evaluator(work_dir=tmp_path / "b", baselines=("eager",), wait_for_compile=True)
-    compile_job, eager_job = {"kind": "timing", "compile": True}, {"kind": "timing"}
-    assert ev._background(compile_job) and not ev._background(eager_job)
-    assert not waits._background(compile_job)
+    compile_job, eager_job = job_spec("timing", compile=True), job_spec("timing")
+    assert ev.runner._background(compile_job) and not ev.runner._background(eager_job)
+    assert not waits.runner._background(compile_job)

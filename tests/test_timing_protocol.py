@@ -8,7 +8,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from conftest import EXAMPLES, HAS_CUDA, ROOT, example_task, gpu
+from conftest import EXAMPLES, HAS_CUDA, ROOT, example_task, gpu, job_spec
 
 from adaexplore.evaluator.baselines import BaselineKey, Baselines, BaselineStore
 from adaexplore.evaluator.reference import Reference
@@ -78,12 +78,13 @@ def test_a_contended_timing_is_measured_again_without_pausing(tmp_path, monkeypa
     answers = [result([0.07] * 5 + [3.0] * 15), result([0.07] * 20)]
     ev = Evaluator(work_dir=tmp_path, cpu_timing=True)
     try:
-        monkeypatch.setattr(ev, "_run_timed_once", lambda job, t, pause: calls.append(pause) or answers[len(calls) - 1])
-        res = ev._run_timed({"kind": "timing"}, 10)
+        monkeypatch.setattr(ev.runner, "_run_timed_once",
+                            lambda job, t, pause: calls.append(pause) or answers[len(calls) - 1])
+        res = ev.runner.run_timed(job_spec("timing"), 10)
         assert calls == [True, False] and res is answers[1]
         calls.clear()
         answers.insert(0, result([0.07] * 20))
-        ev._run_timed({"kind": "timing"}, 10)
+        ev.runner.run_timed(job_spec("timing"), 10)
         assert calls == [True]  # quiet the first time: measured once
     finally:
         ev.close()
@@ -100,14 +101,15 @@ def test_a_candidate_timed_while_another_context_was_busy_throughout_is_measured
                result([0.07] * 20, event=[0.1] * 5 + [0.2] * 15), result([0.07] * 20)]
     ev = Evaluator(work_dir=tmp_path, cpu_timing=True)
     try:
-        monkeypatch.setattr(ev, "_run_timed_once", lambda job, t, pause: calls.append(pause) or answers[len(calls) - 1])
-        ev._run_timed({"kind": "timing"}, 10)  # a baseline on a quiet GPU: its flush is the floor
-        assert calls == [True] and ev._quiet_flush_ms == pytest.approx(0.07)
-        res = ev._run_timed({"kind": "timing", "candidate_source": "x"}, 10)
+        monkeypatch.setattr(ev.runner, "_run_timed_once",
+                            lambda job, t, pause: calls.append(pause) or answers[len(calls) - 1])
+        ev.runner.run_timed(job_spec("timing"), 10)  # a baseline on a quiet GPU: its flush is the floor
+        assert calls == [True] and ev.runner._quiet_flush_ms == pytest.approx(0.07)
+        res = ev.runner.run_timed(job_spec("timing", candidate_source="x"), 10)
         assert calls == [True, True, False] and res is answers[2]
-        res = ev._run_timed({"kind": "timing", "candidate_source": "x"}, 10)  # runs twice as long as the fastest
+        res = ev.runner.run_timed(job_spec("timing", candidate_source="x"), 10)  # runs twice as long as the fastest
         assert calls == [True, True, False, True, False] and res is answers[4]
-        assert ev._quiet_flush_ms == pytest.approx(0.07)  # candidates' flushes never set the floor
+        assert ev.runner._quiet_flush_ms == pytest.approx(0.07)  # candidates' flushes never set the floor
     finally:
         ev.close()
 
@@ -122,8 +124,9 @@ def test_work_that_seems_to_escape_under_load_is_measured_again_on_a_quiet_gpu(t
     answers = [result([1.0] * 10), result([0.2] * 10)]  # busy after return under load, then quiet
     ev = Evaluator(work_dir=tmp_path, cpu_timing=True)
     try:
-        monkeypatch.setattr(ev, "_run_timed_once", lambda job, t, pause: calls.append(pause) or answers[len(calls) - 1])
-        res = ev._run_timed({"kind": "timing"}, 10)
+        monkeypatch.setattr(ev.runner, "_run_timed_once",
+                            lambda job, t, pause: calls.append(pause) or answers[len(calls) - 1])
+        res = ev.runner.run_timed(job_spec("timing"), 10)
         assert calls == [True, False] and res is answers[1]
         head = res.first("timing")[0]
         assert escaped_work(head["drain_ms"], 0.2) is None
@@ -205,7 +208,7 @@ def test_a_new_best_is_confirmed_by_a_second_measurement_and_a_slower_kernel_is_
     with Evaluator(work_dir=tmp_path, cpu_timing=True, baselines=("eager",), trace=True) as ev:
         # The best to beat before any kernel is the reference, which the interpreter never beats
         # on the CPU: here the task's best so far is slower than anything.
-        ev._best_ms[ev.judge_key(task, task.protocol)] = float("inf")
+        ev.pipeline._best_ms[ev.judge_key(task, task.protocol)] = float("inf")
         first = ev.evaluate(task, source)
         assert first.status is Status.correct, first.feedback(300)
         assert "confirmed by a second, independent measurement" in first.timing_note
@@ -213,7 +216,7 @@ def test_a_new_best_is_confirmed_by_a_second_measurement_and_a_slower_kernel_is_
         timed = [t for t in ev.trace if t["candidate"] and "measure_s" in t]  # jobs that measured it
         assert len(timed) == 2  # the first correct kernel of a task is a new best: measured twice
         # A kernel no faster than the best reported so far is reported from one measurement.
-        ev._best_ms[ev.judge_key(task, task.protocol)] = 0.0
+        ev.pipeline._best_ms[ev.judge_key(task, task.protocol)] = 0.0
         second = ev.evaluate(task, source + "\n# another copy\n")
         assert second.status is Status.correct and second.timing_note is None
         assert len([t for t in ev.trace if t["candidate"] and "measure_s" in t]) == 3
@@ -235,10 +238,11 @@ def test_kernels_timed_together_wait_for_a_faster_ones_confirmation_instead_of_e
         return timed_at({"a": 1.0, "c": 0.5}[source])
 
     with Evaluator(device="cpu", work_dir=tmp_path, baselines=("eager",)) as ev:
-        ev._time_candidate = second_measurement
+        ev.pipeline._time_candidate = second_measurement
 
         def confirm(source: str, first_ms: float) -> EvalResult:
-            return ev._confirm_if_best(task, source, task.protocol, Reference(), timed_at(first_ms), timed_at(first_ms))
+            return ev.pipeline._confirm_if_best(task, source, task.protocol, Reference(), timed_at(first_ms),
+                                               timed_at(first_ms))
 
         with ThreadPoolExecutor(3) as ex:
             a = ex.submit(confirm, "a", 1.0)
@@ -257,7 +261,7 @@ def test_kernels_timed_together_wait_for_a_faster_ones_confirmation_instead_of_e
 def confirming_evaluator(tmp_path, measured: list[str], second_ms: float) -> Evaluator:
     """An evaluator whose confirmations are not run but noted in `measured`, at `second_ms`."""
     ev = Evaluator(device="cpu", work_dir=tmp_path, baselines=("eager",))
-    ev._time_candidate = lambda task, source, *_a, **_k: measured.append(source) or timed_at(second_ms)
+    ev.pipeline._time_candidate = lambda task, source, *_a, **_k: measured.append(source) or timed_at(second_ms)
     return ev
 
 
@@ -265,10 +269,10 @@ def test_a_kernel_within_a_percent_of_the_best_is_a_tie_measured_once_and_says_s
     task = example_task("softmax")
     measured: list[str] = []
     with confirming_evaluator(tmp_path, measured, 0.5) as ev:
-        ev._best_ms[ev.judge_key(task, task.protocol)] = 1.0
-        tie = ev._confirm_if_best(task, "a", task.protocol, Reference(), timed_at(0.995), timed_at(0.995))
-        slower = ev._confirm_if_best(task, "b", task.protocol, Reference(), timed_at(1.2), timed_at(1.2))
-        faster = ev._confirm_if_best(task, "c", task.protocol, Reference(), timed_at(0.9), timed_at(0.9))
+        ev.pipeline._best_ms[ev.judge_key(task, task.protocol)] = 1.0
+        tie = ev.pipeline._confirm_if_best(task, "a", task.protocol, Reference(), timed_at(0.995), timed_at(0.995))
+        slower = ev.pipeline._confirm_if_best(task, "b", task.protocol, Reference(), timed_at(1.2), timed_at(1.2))
+        faster = ev.pipeline._confirm_if_best(task, "c", task.protocol, Reference(), timed_at(0.9), timed_at(0.9))
     assert measured == ["c"]
     assert "a tie, not a new best" in (tie.timing_note or "") and tie.timing.median_ms == 0.995
     assert slower.timing_note is None
@@ -281,7 +285,7 @@ def test_before_any_kernel_the_best_to_beat_is_the_eager_reference(tmp_path):
     reference = Reference(timing=timed_at(2.0).timing)
     with confirming_evaluator(tmp_path, measured, 1.0) as ev:
         for source, ms in (("no faster than the reference", 2.5), ("ties it", 1.99), ("beats it", 1.0)):
-            ev._confirm_if_best(task, source, task.protocol, reference, timed_at(ms), timed_at(ms))
+            ev.pipeline._confirm_if_best(task, source, task.protocol, reference, timed_at(ms), timed_at(ms))
     assert measured == ["beats it"]
 
 
@@ -429,7 +433,7 @@ def slow_compile(ev: Evaluator, release: threading.Event) -> list[str]:
         measured.append(task.name)
         return TimingStats(mean_ms=1.0, median_ms=1.0, min_ms=1.0, std_ms=0.0, runs=3,
                            method="host_clock"), None, False
-    ev._measure_compile = measure  # type: ignore[method-assign]
+    ev.references._measure_compile = measure  # type: ignore[method-assign]
     return measured
 
 
@@ -728,7 +732,7 @@ def test_in_one_process_a_correct_kernel_is_timed_where_it_was_checked_and_a_wro
     with Evaluator(work_dir=tmp_path, cpu_timing=True, baselines=("eager",), trace=True, one_process=True) as ev:
         ev.validate_task(task)
         ev.trace.clear()
-        ev._best_ms[ev.judge_key(task, task.protocol)] = float("inf")  # any kernel is a new best (see above)
+        ev.pipeline._best_ms[ev.judge_key(task, task.protocol)] = float("inf")  # any kernel is a new best (see above)
         good = ev.evaluate(task, (kernels / "softmax.py").read_text())
         assert good.status is Status.correct and good.timing is not None and good.speedup is not None
         assert good.trials_passed == good.trials and good.triton_launches > 0
@@ -794,7 +798,7 @@ def test_on_the_gpu_one_process_times_a_correct_kernel_where_it_was_checked(tmp_
     with Evaluator(work_dir=tmp_path, baselines=("eager",), trace=True, one_process=True) as ev:
         ev.validate_task(task)
         ev.trace.clear()
-        ev._best_ms[ev.judge_key(task, task.protocol)] = float("inf")  # any kernel is a new best (see above)
+        ev.pipeline._best_ms[ev.judge_key(task, task.protocol)] = float("inf")  # any kernel is a new best (see above)
         good = ev.evaluate(task, (kernels / "softmax.py").read_text())
         assert good.status is Status.correct and good.timing is not None and good.timing.method == "cuda_events"
         # Checked and timed in one process (measured), then the new best confirmed in a fresh one.

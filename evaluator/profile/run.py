@@ -191,10 +191,10 @@ def profile_candidate(evaluator, task, source: str | None, protocol=None) -> Pro
 
     cache = PeaksCache(Path(evaluator.work_dir) / PEAKS_FILE)
     job_source = source if evaluator.is_gpu else None
-    job = evaluator._job(Job.profile, task, protocol, candidate_source=job_source,
-                         known_peaks={k: v.model_dump(mode="json") for k, v in cache.load().items()},
-                         time_candidate=candidate_ms is None)
-    res = evaluator._run(job, protocol.timeout_s, gpu="exclusive" if evaluator.is_gpu else None)
+    job = evaluator.runner.job(Job.profile, task, protocol, candidate_source=job_source,
+                               known_peaks={k: v.model_dump(mode="json") for k, v in cache.load().items()},
+                               time_candidate=candidate_ms is None)
+    res = evaluator.runner.run(job, protocol.timeout_s, gpu="exclusive" if evaluator.is_gpu else None)
 
     floor: dict | None = None
     peaks: DevicePeaks | None = None

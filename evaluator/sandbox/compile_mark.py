@@ -12,7 +12,7 @@ as before, or the child sees the hold and waits. The parent stops a child in any
 
 A candidate can write its own byte and run GPU work while it says it compiles. It gains nothing
 by it: a measurement that another context disturbed is detected and measured again after every
-other run has finished (`Evaluator._run_timed`).
+other run has finished (`JobRunner.run_timed`).
 """
 
 from __future__ import annotations
