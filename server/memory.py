@@ -21,6 +21,7 @@ from .models import (
     CloseRuleInfo,
     GroupMemberInfo,
     ImportMemoryResult,
+    KeepApartResult,
     MemoryDocument,
     MergeRulesResult,
     RecordFailureResult,
@@ -31,6 +32,7 @@ from .models import (
     SignatureInfo,
     SkillMemoryResult,
     UnmergeResult,
+    WithheldRuleInfo,
 )
 
 log = logging.getLogger("adaexplore.server")
@@ -63,10 +65,12 @@ class MemoryAdapter:
             with self._lock:
                 if self._store is None:
                     try:
+                        from ..skills import semantic
                         from ..skills.store import MemoryStore
 
                         self._store = MemoryStore(self.db, threshold=self.threshold,
                                                   write_wait_s=self.write_wait_s)
+                        semantic.preload()  # in the background: the first record_failure need not load it
                     except Exception:
                         if time.monotonic() - self._last_error > 60:
                             log.exception("skill memory unavailable for now (retried on the next call)")
@@ -118,10 +122,14 @@ class MemoryAdapter:
         except (MemoryBusyError, sqlite3.OperationalError):
             log.warning("skill memory busy; this call answers unavailable", exc_info=True)
             return unavailable
+        from ..skills import semantic
+
         return SkillMemoryResult(
             rendered=v.rendered,
             rules=[RuleInfo(rule_id=r.id, text=r.text, count=r.count, active=r.active,
                             status="confirmed" if r.active else "unconfirmed") for r in v.rules[:50]],
+            withheld=[WithheldRuleInfo(rule_id=w.id, text=w.text, why=w.why, nodes=w.nodes) for w in v.withheld],
+            not_listed=v.not_listed, retrieval=semantic.mode(),
             threshold=v.threshold, total_rules=v.total_rules, active_rules=v.active_rules,
             candidate_rules=v.candidate_rules, experiences=v.experiences,
             frequent_signatures=[SignatureInfo(signature=f.signature, count=f.count, error_class=f.error_class,
@@ -182,6 +190,11 @@ class MemoryAdapter:
         return MergeRulesResult(merge_id=out.merge_id, rule_id=out.rule_id, members=out.members, text=out.text,
                                 count=out.count, active=out.active)
 
+    def keep_apart(self, rule_ids: list[str], who: str) -> KeepApartResult:
+        store = self._need()
+        views = self._call("rules not kept apart", store.keep_apart, rule_ids, who=who)
+        return KeepApartResult(rules=[self._detail(v) for v in views])
+
     def unmerge(self, merge_id: str, who: str) -> UnmergeResult:
         store = self._need()
         views = self._call("merge not undone", store.unmerge, merge_id, who=who)
@@ -210,15 +223,16 @@ class MemoryAdapter:
                                   contradictions_added=s.contradictions_added)
 
     def record_rule(self, text: str, who: str, task_id: str | None, node_id: str | None,
-                    excerpt: str | None, same_as: str | None = None, node_code: str | None = None
-                    ) -> RecordFailureResult:
+                    excerpt: str | None, same_as: str | None = None, node_code: str | None = None,
+                    distinct_from: list[str] | None = None) -> RecordFailureResult:
         store = self._need()
         out = self._call("rule not recorded", store.record_rule, text=text, who=who, task_id=task_id,
-                         node_id=node_id, error_excerpt=excerpt, same_as=same_as, node_code=node_code)
+                         node_id=node_id, error_excerpt=excerpt, same_as=same_as, node_code=node_code,
+                         distinct_from=distinct_from)
         return RecordFailureResult(
             rule_id=out.rule_id, merged=out.merged, merged_into_text=out.merged_into_text, count=out.count,
             active=out.active, reason=out.reason, merged_rules=out.merged_rules, merge_ids=out.merge_ids,
-            link=out.link, closest=[CloseRuleInfo(rule_id=c.rule_id, text=c.text, count=c.count, active=c.active,
+            link=out.link, kept_apart_from=out.kept_apart_from, closest=[CloseRuleInfo(rule_id=c.rule_id, text=c.text, count=c.count, active=c.active,
                                                   why=c.why) for c in out.closest])
 
     def note_correct(self, task_id: str, node_id: str, source: str) -> None:

@@ -384,9 +384,23 @@ class SignatureInfo(Out):
     example: str = Field(description="one raw message of the cluster (truncated)")
 
 
+class WithheldRuleInfo(Out):
+    rule_id: str
+    text: str
+    why: str = Field(description="why it is not served: contradicted by correct kernels, or retired")
+    nodes: list[str] = Field([], description="the correct kernels (node ids) that used what it forbids")
+
+
 class SkillMemoryResult(Out):
     rendered: str = Field(description="ready to paste into a prompt")
     rules: list[RuleInfo] = Field(description="the rules, ranked")
+    withheld: list[WithheldRuleInfo] = Field(
+        [], description="stored rules that are not served, each with why; total_rules = len(rules) + len(withheld) "
+                        "+ not_listed")
+    not_listed: int = Field(0, description="rules neither listed nor withheld: unconfirmed ones when "
+                                           "include_candidates is false, or past the list's limit")
+    retrieval: str = Field("", description="how record_failure finds `closest` rules: semantic (embeddings) and "
+                                           "lexical, or lexical only")
     available: bool = True
     threshold: int = Field(3, description="distinct tasks a rule needs to become active")
     total_rules: int = Field(0, description="all rules, including candidates, contradicted and retired ones")
@@ -455,9 +469,11 @@ class RecordFailureResult(Out):
     merged_rules: list[str] = Field([], description="every rule this call merged into rule_id")
     merge_ids: list[str] = Field([], description="the merges this call made (unmerge_rules undoes one)")
     link: str | None = Field(None, description="set when the failure given was not linked to the rule, and why")
+    kept_apart_from: list[str] = Field([], description="the rules (distinct_from) now kept apart from this one")
     closest: list[CloseRuleInfo] = Field(
-        [], description="up to 3 other stored rules closest to this one; if one says the same thing, call "
-                        "record_failure again with the same rule and same_as=<its rule_id>")
+        [], description="up to 5 other stored rules closest to this one; if one says the same thing, call "
+                        "record_failure again with the same rule and same_as=<its rule_id>; if none does, you may "
+                        "call keep_rules_apart so they are not proposed again")
 
 
 class GroupMemberInfo(Out):
@@ -484,6 +500,10 @@ class MergeRulesResult(Out):
     text: str
     count: int
     active: bool
+
+
+class KeepApartResult(Out):
+    rules: list[RuleDetail] = Field(description="the rules now kept apart from one another")
 
 
 class UnmergeResult(Out):

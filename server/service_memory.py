@@ -54,7 +54,8 @@ class SkillService:
             instructions=instructions, format_example=brief.format_example)
 
     def record_failure(self, *, rule: str, node_id: str | None, task_id: str | None, error_excerpt: str | None,
-                       caller: str, same_as: str | None = None) -> RecordFailureResult:
+                       caller: str, same_as: str | None = None,
+                       distinct_from: list[str] | None = None) -> RecordFailureResult:
         if not rule.strip():
             raise InvalidRequest("'rule' is empty; state the validity rule in one sentence (do X, not Y)")
         code = None
@@ -71,7 +72,7 @@ class SkillService:
         elif task_id is not None:
             self.tree.task(task_id)
         return self.memory.record_rule(rule.strip(), caller, task_id, node_id, error_excerpt, same_as=same_as,
-                                       node_code=code)
+                                       node_code=code, distinct_from=distinct_from)
 
     def rule_groups(self, limit: int) -> RuleGroupsResult:
         return self.memory.groups(limit)

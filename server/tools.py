@@ -39,6 +39,7 @@ from .models import (
     EvaluateResult,
     ExpandResult,
     ImportMemoryResult,
+    KeepApartResult,
     ListTasksResult,
     MemoryDocument,
     MergeRulesResult,
@@ -248,17 +249,19 @@ def register_tools(mcp: MCPServer, svc: Service, cfg: ServerConfig) -> None:
         same_as: Annotated[str | None, Field(max_length=MAX_ID_CHARS, description=(
             "the rule_id of a stored rule that says the same thing (taken from `closest` of an earlier answer): "
             "this occasion then counts for that rule"))] = None,
+        distinct_from: Annotated[list[RuleId] | None, Field(max_length=20, description=(
+            "rule_ids of stored rules you judged different from this one (e.g. from `closest`): they are never "
+            "merged with it or proposed for it again"))] = None,
     ) -> RecordFailureResult:
-        """Submit a rule distilled from a failure. The server merges it by itself only on strong evidence (the
-        same wording; the same construct with the same named failure, e.g. tl.arange + constexpr; the same
-        forbidden construct with the same fix; or the same error naming the construct), and lists every rule it
-        merged. Otherwise the answer lists up to 3 `closest` stored rules: if one of them
-        says the same thing (same mistake, same fix, in other words), call record_failure again with the same
-        arguments plus same_as=<its rule_id>. Do not use same_as for a rule about a different mistake on the same
-        API (two different tl.dot mistakes are two rules)."""
+        """Submit a rule distilled from a failure. The server merges it by itself only on evidence that cannot be
+        a near miss (the same wording; or the same error, naming the construct the rule forbids, with the same
+        fix), and lists every rule it merged. Otherwise the answer lists up to 5 `closest` stored rules: if one
+        of them says the same thing (same mistake, same fix, in other words), call record_failure again with the
+        same arguments plus same_as=<its rule_id>. Do not use same_as for a rule about a different mistake on the
+        same API (two different tl.dot mistakes are two rules); say so with keep_rules_apart instead."""
         who = caller("write")
-        return svc.skills.record_failure( rule=rule, node_id=node_id, task_id=task_id,
-                         error_excerpt=error_excerpt, caller=who, same_as=same_as)
+        return svc.skills.record_failure(rule=rule, node_id=node_id, task_id=task_id, error_excerpt=error_excerpt,
+                                         caller=who, same_as=same_as, distinct_from=distinct_from)
 
     @tool(annotations=READ, title="Groups of look-alike rules")
     def list_rule_groups(
@@ -282,6 +285,17 @@ def register_tools(mcp: MCPServer, svc: Service, cfg: ServerConfig) -> None:
         undone with unmerge_rules(merge_id)."""
         who = caller("write")
         return svc.memory.merge(rule_ids, into, reason, who)
+
+    @tool(annotations=MERGE_RULES, title="Keep rules apart")
+    def keep_rules_apart(
+        rule_ids: Annotated[list[RuleId], Field(min_length=2, max_length=50, description="rules you judged to be "
+                                                                                          "different mistakes")],
+    ) -> KeepApartResult:
+        """Record that these rules are different (for example a pair list_rule_groups or `closest` proposed that
+        you judged apart): they are never merged by the memory, proposed for one another or grouped together
+        again. merge_rules can still join them later."""
+        who = caller("write")
+        return svc.memory.keep_apart(rule_ids, who)
 
     @tool(annotations=MERGE_RULES, title="Undo a merge")
     def unmerge_rules(

@@ -2,6 +2,13 @@
 
 Runs in the process that owns a ``MemoryStore``. Only code counts: a construct named in a
 comment, a string or a function's own name (``def gelu_tanh``) is not a use of it.
+
+A correct kernel contradicts a rule only when the rule forbids a construct itself ("do not call
+tl.float32(x)", "never call tl.program_id inside a kernel"), never when it forbids a construct in
+a role the code's names cannot show: "the buffer tl.atomic_add accumulates into must come from
+torch.zeros, not torch.empty" forbids a pattern (an atomic target made by ``torch.empty``), and
+"do not feed bf16 operands to tl.dot" a dtype of the operands; every correct kernel may use
+``torch.empty`` and ``tl.dot`` elsewhere. Such rules are not checked by name (:func:`checkable`).
 """
 
 from __future__ import annotations
@@ -12,11 +19,41 @@ import re
 import tokenize
 
 from ..common import pysource
+from .keys import constructs
 from .signature import TL_DTYPES, construct_family, construct_of, forbidden_part
 
 STATEMENT_KEYWORDS = frozenset({"if", "for", "while", "else", "elif", "break", "continue", "return",
                                 "with", "try", "lambda", "assert", "global", "del", "yield"})
 """Forbidden statements are legal elsewhere in correct kernels, so they are never counted as used."""
+
+
+MODULES = frozenset({"tl", "triton", "torch", "triton.language", "triton.jit", "nn", "F"})
+"""Names of whole modules: "tl has no tanh" forbids nothing a kernel's code could be checked for."""
+FILLER = frozenset("""
+a an the any ever use using call calling calls called write writing pass passing it them python python's
+builtin built-in function functions directly inside in within kernel kernels jit body code method on
+tensor tensors value values tile tiles block blocks forward
+""".split())
+"""Words around a forbidden construct that do not narrow it to a role."""
+_WORD_RE = re.compile(r"[A-Za-z_][\w'.-]*")
+
+
+def checkable(rule_text: str) -> bool:
+    """Whether a correct kernel's code can contradict the rule: it forbids one construct itself (nothing in
+    its "do not" part but the construct, its call and filler words), names at most one other construct
+    (its fix), and the construct is not a whole module."""
+    part = forbidden_part(rule_text) or ""
+    construct = construct_of(part) if part else None
+    if not construct or construct in MODULES:
+        return False
+    rest = re.sub(r"\([^()]*\)", " ", part.split(":")[0].replace("`", " "))
+    leftover = [w for w in _WORD_RE.findall(rest) if w.lower().strip(".") not in FILLER
+                and construct_family(w.strip(".")) != construct and w.strip(".") != construct
+                and not construct.endswith("." + w.strip("."))]
+    if leftover:
+        return False  # "bf16 operands to tl.dot", "with runtime bounds": a role, not the construct itself
+    named = [c for c in constructs(rule_text) if c not in MODULES]
+    return len(named) <= 2
 
 
 def forbidden_construct(rule_text: str) -> str | None:
@@ -34,7 +71,7 @@ def forbidden_pattern(rule_text: str) -> re.Pattern[str] | None:
     """
     part = forbidden_part(rule_text) or ""
     construct = construct_of(part) if part else None
-    if not construct or construct in STATEMENT_KEYWORDS:
+    if not construct or construct in STATEMENT_KEYWORDS or not checkable(rule_text):
         return None
     as_call = re.search(re.escape(construct) + r"\s*\(", part) is not None or "(" in part or "call" in rule_text.lower()
     if construct == "constexpr":

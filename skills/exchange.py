@@ -13,7 +13,7 @@ import sqlite3
 from dataclasses import dataclass, field
 from typing import Any
 
-from .keys import describe_key, rule_keys
+from .keys import describe_key, merges_alone, rule_keys
 from .merging import add_evidence, add_keys, exists, first_match, key_matches, merge, new_rule, root, text_key
 from .models import ImportSummary, now
 from .signature import construct_of
@@ -51,8 +51,9 @@ def export_memory(conn: sqlite3.Connection, threshold: int) -> dict[str, Any]:
             "contradictions": contra.get(rid, []),
         })
     exps = [dict(r) for r in conn.execute("SELECT * FROM skill_experiences ORDER BY created, id")]
+    apart = [dict(r) for r in conn.execute("SELECT a, b, who, created FROM skill_apart ORDER BY a, b")]
     return {"format": EXPORT_FORMAT, "version": 2, "exported_at": now(), "threshold": threshold,
-            "rules": rules, "experiences": exps}
+            "rules": rules, "experiences": exps, "apart": apart}
 
 
 def check_format(data: dict[str, Any]) -> None:
@@ -79,9 +80,10 @@ def prepare_rules(rules: list[dict[str, Any]]) -> list[Prepared]:
     out = []
     for rule in rules:
         text = " ".join(str(rule["text"]).split())
-        err = [k for k in rule.get("keys", []) if k.startswith("err:")]
+        err = [k for k in rule.get("keys", []) if k.startswith(("err:", "ecf:"))]
         own = rule_keys(text)
-        prepared = Prepared(rule, text, own + err, [*own[1:], *err], construct_of(text))
+        prepared = Prepared(rule, text, own + err, [k for k in [*own[1:], *err] if merges_alone(k)],
+                            construct_of(text))
         for e in rule.get("evidence", []):
             etext = e.get("text") or text
             prepared.evidence.append((e, etext, text_key(etext)))
@@ -148,6 +150,16 @@ def import_merges(conn: sqlite3.Connection, rules: list[Prepared], who: str, sum
         target = summary.id_map.get(into, into)
         if exists(conn, rid) and exists(conn, target) and root(conn, rid) != root(conn, target):
             merge(conn, target, [rid], f"import:{who}", "merged in the imported memory", now())
+
+
+def import_apart(conn: sqlite3.Connection, pairs: list[dict[str, Any]], summary: ImportSummary) -> None:
+    """Repeat the export's "keep apart" judgements between the rules they name here."""
+    for pair in pairs:
+        a, b = (summary.id_map.get(str(pair.get(k)), str(pair.get(k))) for k in ("a", "b"))
+        if a != b and exists(conn, a) and exists(conn, b):
+            lo, hi = sorted((a, b))
+            conn.execute("INSERT OR IGNORE INTO skill_apart (a, b, who, created) VALUES (?,?,?,?)",
+                         (lo, hi, str(pair.get("who") or "import"), float(pair.get("created") or now())))
 
 
 def import_experiences(conn: sqlite3.Connection, experiences: list[dict[str, Any]], who: str, summary: ImportSummary) -> None:

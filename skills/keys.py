@@ -2,16 +2,20 @@
 
 Runs wherever a ``MemoryStore`` runs (the server process, the ``adaexplore memory`` command).
 
-The deterministic fallback merges two rules only on one of these keys, never on wording
-similarity or a shared coarse failure signature:
+The memory merges two rules by itself only on a key that cannot be a near miss
+(:data:`AUTO_MERGE`):
 
-- ``w:<hash>``: the same wording (up to case, spacing and word order).
-- ``cf:<construct>|<fix>``: the same forbidden construct with the same fix ("do not call
-  tl.float32(x); use x.to(...)" and "never call tl.int32(v), use v.to(...)" forbid one construct
-  family and fix it with ``.to``).
-- ``err:<signature>``: the same normalized error, and that error names what the rule is about
-  (a rule about ``tl.tanh`` tied to "module 'triton.language' has no attribute 'tanh'"). An
-  error that names none of the rule's constructs is too coarse to be evidence.
+- ``w:<hash>``: the same wording (up to case, spacing and word order);
+- ``ecf:<signature>|<construct>|<fix>``: the same normalized error, naming the construct the
+  rule forbids, with the same fix.
+
+Every other key is evidence that ranks proposals (the agent decides): ``cf:<construct>|<fix>``
+(the same forbidden construct with the same fix: "do not call tl.float32(x); use x.to(...)"),
+``err:<signature>`` (the same normalized error naming what the rule is about: a rule about
+``tl.tanh`` tied to "module 'triton.language' has no attribute 'tanh'"; an error that names none
+of the rule's constructs is too coarse to be evidence), ``sc:``, ``c:`` and ``pair:`` (below).
+Two mistakes with one construct share these ("tl.dot needs tiles of 16" and "tl.dot accumulates
+in fp32"): a wrong automatic merge is worse than a missed one, which the agent can still confirm.
 """
 
 from __future__ import annotations
@@ -234,6 +238,28 @@ def _rule_keys(text: str) -> tuple[str, ...]:
     return tuple(keys)
 
 
+AUTO_MERGE = ("w:", "ecf:")
+"""The kinds of key on which the memory merges rules without asking."""
+
+
+def merges_alone(key: str) -> bool:
+    """Whether ``key`` is evidence enough to merge two rules without the agent's word."""
+    return key.startswith(AUTO_MERGE)
+
+
+def fixed_error_keys(text: str, error_keys: list[str]) -> list[str]:
+    """``ecf:`` keys: each ``err:`` key of the rule joined with the construct it forbids and its fix.
+
+    Only a rule that forbids a construct and names a fix has them; the same error with the same
+    forbidden construct and the same fix is one lesson however it is worded.
+    """
+    bad = forbidden(text)
+    fix = fix_of(text, bad) if bad else frozenset()
+    if not bad or not fix:
+        return []
+    return [f"ecf:{k[4:]}|{bad}|{','.join(sorted(fix))}" for k in error_keys if k.startswith("err:")]
+
+
 def describe_key(key: str) -> str:
     """A key as a reason a person reads."""
     kind, _, body = key.partition(":")
@@ -244,6 +270,9 @@ def describe_key(key: str) -> str:
         return f"the same forbidden construct {bad} with the same fix {fix.replace(',', ', ')}"
     if kind == "err":
         return f"the same normalized error {body}"
+    if kind == "ecf":
+        sig, bad, fix = (body.split("|") + ["", ""])[:3]
+        return f"the same error {sig} with the same forbidden construct {bad} and the same fix {fix.replace(',', ', ')}"
     if kind == "pair":
         return f"the same two constructs {body.replace(',', ' and ')} (the mistake and its fix)"
     if kind == "sc":

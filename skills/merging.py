@@ -8,6 +8,8 @@ A *rule row* holds one wording. Rows that say the same thing form a cluster: eve
 cluster's root points to it through ``merged_into``. A merge only sets ``merged_into`` and writes a
 ``skill_merges`` record (who, when, why, which rows), so nothing of a member is lost (its wording,
 evidence, counts, signatures stay on its row) and :func:`unmerge` restores the rows exactly.
+A "keep apart" judgement (:func:`keep_apart`) records that two clusters are different rules, so
+nothing proposes or groups them together again.
 """
 
 from __future__ import annotations
@@ -164,3 +166,32 @@ def unmerge(conn: sqlite3.Connection, merge_id: str, who: str, now: float) -> tu
         conn.execute("UPDATE skill_rules SET merged_into=NULL WHERE id=? AND merged_into=?", (m, row["into_id"]))
     conn.execute("UPDATE skill_merges SET undone=?, undone_by=? WHERE id=?", (now, who, merge_id))
     return row["into_id"], members
+
+
+def keep_apart(conn: sqlite3.Connection, rule_ids: list[str], who: str, now: float) -> list[tuple[str, str]]:
+    """Record that the clusters of ``rule_ids`` are different rules (pairwise); returns the new pairs."""
+    roots = list(dict.fromkeys(root(conn, r) for r in rule_ids))
+    added = []
+    for i, a in enumerate(roots):
+        for b in roots[i + 1:]:
+            pair = (a, b) if a < b else (b, a)
+            if conn.execute("INSERT OR IGNORE INTO skill_apart (a, b, who, created) VALUES (?,?,?,?)",
+                            (*pair, who, now)).rowcount:
+                added.append(pair)
+    return added
+
+
+def apart_pairs(conn: sqlite3.Connection) -> set[frozenset[str]]:
+    """Every pair of clusters (by their roots now) judged different rules; pairs merged since are left out."""
+    roots = roots_of(parents(conn))
+    out = set()
+    for r in conn.execute("SELECT a, b FROM skill_apart"):
+        a, b = roots.get(r["a"], r["a"]), roots.get(r["b"], r["b"])
+        if a != b:
+            out.add(frozenset((a, b)))
+    return out
+
+
+def apart_from(pairs: set[frozenset[str]], rule_id: str) -> set[str]:
+    """The clusters judged different from ``rule_id``'s."""
+    return {x for p in pairs if rule_id in p for x in p if x != rule_id}

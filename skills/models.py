@@ -34,6 +34,7 @@ class RecordOutcome(BaseModel):
     merged_rules: list[str] = Field(default_factory=list)
     merge_ids: list[str] = Field(default_factory=list)
     link: str | None = None
+    kept_apart_from: list[str] = Field(default_factory=list)
     closest: list[CloseRule] = Field(default_factory=list)
 
 
@@ -66,8 +67,19 @@ class SignatureCount(BaseModel):
     normalized: str
 
 
+class WithheldRule(BaseModel):
+    """A stored rule that is not served, and why: correct kernels used what it forbids, or an admin retired it."""
+
+    id: str
+    text: str
+    why: str
+    nodes: list[str] = Field(default_factory=list)  # the correct kernels (nodes) that used what it forbids
+
+
 class MemoryView(BaseModel):
     rules: list[RuleView] = Field(default_factory=list)
+    withheld: list[WithheldRule] = Field(default_factory=list)
+    not_listed: int = 0  # rules neither listed nor withheld: unconfirmed ones when not asked for, or past the limit
     rendered: str = ""
     frequent_signatures: list[SignatureCount] = Field(default_factory=list)
     threshold: int = 3

@@ -3,7 +3,9 @@ look-alike rules for a deduplication pass.
 
 Runs in the process that owns a ``MemoryStore``. Nothing here writes: closeness only ranks, with a
 reason a person (or an agent) can check; whether two rules say the same thing is the agent's call
-(``record_failure(same_as=...)``, ``merge_rules``).
+(``record_failure(same_as=...)``, ``merge_rules``). Where the memory has embeddings of the wordings
+(``semantic``), their cosine similarity joins the lexical signals: it finds paraphrases that share
+no construct or key word ("the dot product" for ``tl.dot``).
 """
 
 from __future__ import annotations
@@ -14,10 +16,15 @@ from functools import lru_cache
 
 from .concepts import canonical_text, concepts
 from .keys import constructs, describe_key, forbidden, rule_keys, subject
+from .semantic import best_cosines
 from .similarity import tokens, weighted_jaccard
 
 PROPOSE_MIN = 0.12
 """Below this closeness a rule is not worth an agent's attention."""
+RRF_K = 10
+"""Reciprocal rank fusion's constant: a candidate ranked r-th (from 0) by one signal scores 1 / (RRF_K + r)."""
+SEMANTIC_MIN = 0.35
+"""A rule this similar by embedding is worth proposing even with no lexical signal."""
 GROUP_MIN = 0.45
 """Two rules this close are listed in one look-alike group for the distill pass."""
 BUCKET_CAP = 400
@@ -55,6 +62,7 @@ class Candidate:
     count: int
     wordings: list[str]
     signatures: set[str] = field(default_factory=set)
+    vectors: list[bytes] = field(default_factory=list)  # embeddings of its wordings, where the memory has them
 
 
 def closeness(a: Wording, b: Wording, shared_signature: bool = False) -> tuple[float, str]:
@@ -91,32 +99,52 @@ def closeness(a: Wording, b: Wording, shared_signature: bool = False) -> tuple[f
     return score, "; ".join(why)
 
 
-def closest(text: str, candidates: Iterable[Candidate], signature: str | None = None, k: int = 3,
-            exclude: str | None = None) -> list[tuple[Candidate, float, str]]:
-    """The ``k`` candidates closest to ``text`` (best first), each with its score and why; never ``exclude``."""
+def closest(text: str, candidates: Iterable[Candidate], signature: str | None = None, k: int = 5,
+            exclude: str | None = None, vector: bytes | None = None) -> list[tuple[Candidate, float, str]]:
+    """The ``k`` candidates closest to ``text`` (best first), each with its score and why; never ``exclude``.
+
+    With ``vector`` (the embedding of ``text``), the ranking fuses two: by lexical closeness and by
+    each candidate's best cosine similarity over its wordings' vectors, each candidate scoring
+    1 / (:data:`RRF_K` + rank) in each (reciprocal rank fusion: neither scale has to be calibrated
+    against the other). A candidate is offered when either signal reaches its floor.
+    """
     me = wording(text)
-    scored = []
-    for cand in candidates:
-        if cand.rule_id == exclude:
-            continue
+    cands = [c for c in candidates if c.rule_id != exclude]
+    sims = best_cosines(vector, [c.vectors for c in cands]) if vector is not None else [0.0] * len(cands)
+    rows: list[tuple[Candidate, float, float, str]] = []
+    for cand, sim in zip(cands, sims):
         best = (0.0, "")
         for w in cand.wordings:
             s = closeness(me, wording(w), bool(signature and signature in cand.signatures))
             if s[0] > best[0]:
                 best = s
-        if best[0] >= PROPOSE_MIN:
-            scored.append((cand, round(best[0], 3), best[1]))
+        rows.append((cand, best[0], sim, best[1]))
+    fused = [r[1] for r in rows]
+    if vector is not None:
+        fused = [0.0] * len(rows)
+        for signal in ([r[1] for r in rows], [r[2] for r in rows]):  # lexical closeness, then meaning
+            for rank, i in enumerate(sorted(range(len(rows)), key=lambda i: -signal[i])):
+                fused[i] += 1.0 / (RRF_K + rank)
+    scored = []
+    for (cand, lexical, sim, why), score in zip(rows, fused):
+        if sim > 0:
+            why = f"{why}; meaning {sim:.2f}" if why else f"meaning {sim:.2f}"
+        if lexical >= PROPOSE_MIN or sim >= SEMANTIC_MIN:
+            scored.append((cand, round(score, 4), why))
     scored.sort(key=lambda x: (-x[1], -x[0].count, x[0].rule_id))
     return scored[:k]
 
 
-def look_alike_groups(candidates: list[Candidate], min_score: float = GROUP_MIN,
-                      max_group: int = 12) -> list[list[tuple[Candidate, str]]]:
+def look_alike_groups(candidates: list[Candidate], min_score: float = GROUP_MIN, max_group: int = 12,
+                      apart: set[frozenset[str]] | None = None) -> list[list[tuple[Candidate, str]]]:
     """Groups of candidates that look alike (single linkage over close pairs), largest first.
 
     Pairs are only compared when they name a construct in common (or share a signature), so the
-    cost grows with the size of each construct's bucket, not with the square of the memory.
+    cost grows with the size of each construct's bucket, not with the square of the memory. Two
+    groups are never joined when a pair across them was judged different (``apart``).
     """
+    apart = apart or set()
+    members_of: dict[int, set[str]] = {i: {c.rule_id} for i, c in enumerate(candidates)}
     buckets: dict[str, list[int]] = {}
     for i, c in enumerate(candidates):
         keys: set[str] = set()
@@ -148,8 +176,11 @@ def look_alike_groups(candidates: list[Candidate], min_score: float = GROUP_MIN,
                 shared_sig = bool(a.signatures & b.signatures)
                 score, reason = max((closeness(wording(u), wording(v), shared_sig)
                                      for u in a.wordings for v in b.wordings), key=lambda s: s[0])
-                if score >= min_score:
-                    parent[find(j)] = find(i)
+                ri, rj = find(i), find(j)
+                if score >= min_score and not any(frozenset((x, y)) in apart
+                                                  for x in members_of[ri] for y in members_of[rj]):
+                    parent[rj] = ri
+                    members_of[ri] |= members_of.pop(rj)
                     why.setdefault(i, f"close to {b.rule_id}: {reason}")
                     why.setdefault(j, f"close to {a.rule_id}: {reason}")
     groups: dict[int, list[int]] = {}

@@ -29,22 +29,36 @@ from typing import Any
 
 from ..common.db import Database, DatabaseBusy, Schema, add_column, is_busy, script
 from ..common.vocab import Status
+from . import semantic
 from .evidence import code_uses, forbidden_construct, uses_forbidden
 from .exchange import (
     EXPORT_FORMAT,
     check_format,
     export_memory,
+    import_apart,
     import_experiences,
     import_merges,
     import_rules,
     prepare_rules,
 )
-from .keys import constructs, describe_key, error_key, forbidden, names_construct_of, rule_keys
+from .keys import (
+    constructs,
+    describe_key,
+    error_key,
+    fixed_error_keys,
+    forbidden,
+    merges_alone,
+    names_construct_of,
+    rule_keys,
+)
 from .merging import (
     UnknownMergeError,
     add_evidence,
     add_keys,
+    apart_from,
+    apart_pairs,
     exists,
+    keep_apart,
     key_matches,
     merge,
     new_rule,
@@ -70,7 +84,7 @@ from .models import now as _now
 from .proposals import Candidate, closest, look_alike_groups
 from .signature import construct_of, normalize_message, signature, split_excerpt
 from .similarity import RuleView
-from .views import frequent_signature_rows, rule_views, serve
+from .views import contradicting_nodes, frequent_signature_rows, rule_views, serve
 
 __all__ = [
     "EXPORT_FORMAT", "SKIPPED_STATUSES", "ImportSummary", "MemoryBusyError", "MemoryStore", "MemoryView",
@@ -124,7 +138,13 @@ def _tables(conn: sqlite3.Connection) -> None:
     conn.execute("DELETE FROM skill_meta WHERE k = 'schema'")  # the version is user_version now
 
 
-SCHEMA = Schema("skills", slot=1, steps=[_tables])
+_JUDGED_AND_ENCODED = """
+CREATE TABLE IF NOT EXISTS skill_apart (
+    a TEXT NOT NULL, b TEXT NOT NULL, who TEXT NOT NULL, created REAL NOT NULL, PRIMARY KEY (a, b));
+CREATE TABLE IF NOT EXISTS skill_rule_vectors (rule_id TEXT PRIMARY KEY, model TEXT NOT NULL, vec BLOB NOT NULL);
+"""
+
+SCHEMA = Schema("skills", slot=1, steps=[_tables, script(_JUDGED_AND_ENCODED)])
 """The skill memory's tables: slot 1 of the file's `user_version`."""
 
 
@@ -233,7 +253,8 @@ class MemoryStore:
                 q, args = q + " AND task_id=?", (node_id, task_id)
             failures += [(r["error_class"], r["message"], f"node {node_id}") for r in conn.execute(q, args)]
         if excerpt and not failures:
-            failures.append((*split_excerpt(excerpt), "the error excerpt"))
+            # With a node, the excerpt is that node's failure (the server passes its feedback when none is given).
+            failures.append((*split_excerpt(excerpt), f"node {node_id}" if node_id else "the error excerpt"))
         for error_class, message, where in failures:
             normalized = normalize_message(error_class, message)
             named = not cons or names_construct_of(text, f"{message} {normalized}")
@@ -254,18 +275,22 @@ class MemoryStore:
 
     def record_rule(self, *, text: str, who: str, task_id: str | None = None, node_id: str | None = None,
                     error_excerpt: str | None = None, same_as: str | None = None,
-                    node_code: str | None = None, closest_k: int = 3) -> RecordOutcome:
-        """Record one occasion of a rule: merge it where the evidence is strong or the caller confirmed it.
+                    distinct_from: list[str] | None = None, node_code: str | None = None,
+                    closest_k: int = 5) -> RecordOutcome:
+        """Record one occasion of a rule: merge it where the evidence cannot be a near miss, or the caller confirmed it.
 
         With ``same_as`` the caller says this wording is that rule: it joins that rule's cluster.
-        Without it, the wording joins a cluster only on a merge key (the same wording, the same
-        forbidden construct with the same fix, or the same error naming the rule's construct);
+        With ``distinct_from`` the caller says it is none of those rules: they are kept apart from
+        it from then on (never merged with it by the memory, never proposed for it again).
+        Without ``same_as``, the wording joins a cluster only on a key of :data:`keys.AUTO_MERGE`
+        (the same wording; the same error with the same forbidden construct and the same fix);
         otherwise it becomes a new rule. The outcome lists every rule merged by this call and the
         closest other rules, for the caller to judge.
         """
         text = " ".join((text or "").split())
         if not text:
             raise ValueError("rule text is empty")
+        vector = semantic.encode([semantic.rule_input(text)])  # before the write lock: ~10 ms
         now = _now()
         merged_rules: list[str] = []
         merge_ids: list[str] = []
@@ -275,21 +300,37 @@ class MemoryStore:
                 target = resolve(conn, same_as)
                 if not exists(conn, target):
                     raise UnknownRuleError(same_as)
+            apart = []
+            for other in distinct_from or []:
+                rr = resolve(conn, other)
+                if not exists(conn, rr):
+                    raise UnknownRuleError(other)
+                apart.append(root(conn, rr))
+            if target is not None and root(conn, target) in apart:
+                raise ValueError(f"rule {same_as} is named both as the same rule (same_as) and as a different one")
             sigs, err_keys, link = self._links(conn, text, task_id, node_id, error_excerpt, node_code)
-            keys = rule_keys(text) + err_keys
+            keys = rule_keys(text) + err_keys + fixed_error_keys(text, err_keys)
             matches = key_matches(conn, keys)
             own = next((r for k, r in matches if k == keys[0]), None)
             own_root = root(conn, own) if own else None
+            judged = apart_pairs(conn)
+            kept_apart = set(apart) | (apart_from(judged, own_root) if own_root else set())
             strong: list[tuple[str, str]] = []  # (key, cluster root) other than this wording's own
             for k, r in matches:
                 rr = root(conn, r)
-                if k != keys[0] and rr not in (own_root, target) and all(rr != x for _, x in strong):
+                if k != keys[0] and merges_alone(k) and rr not in (own_root, target) and rr not in kept_apart \
+                        and all(rr != x for _, x in strong):
                     strong.append((k, rr))
             fresh = own is None
             if own is None:
                 own = new_rule(conn, text, now)
+                if vector:
+                    conn.execute("INSERT OR REPLACE INTO skill_rule_vectors VALUES (?,?,?)",
+                                 (own, semantic.MODEL_NAME, vector[0]))
             own_root = own_root or own
+            stored_text = None  # the wording the rule it joined was stored under, before this call
             if target is not None:
+                stored_text = self._views(conn, rule_ids=[target])[0].text
                 if own_root != target:
                     mid = merge(conn, target, [own], who, f"confirmed by {who}: same rule as {target}", now)
                     merged_rules.append(own_root)
@@ -301,6 +342,7 @@ class MemoryStore:
             elif strong:
                 key = strong[0][0]
                 into = strong[0][1] if fresh else own_root
+                stored_text = self._views(conn, rule_ids=[into])[0].text
                 members = [r for r in ([own_root] if fresh else []) + [r for _, r in strong] if r != into]
                 mid = merge(conn, into, members, f"auto:{who}", describe_key(key), now)
                 if mid:
@@ -310,10 +352,12 @@ class MemoryStore:
                 if len(strong) > 1:
                     reason += "; also joined " + ", ".join(r for _, r in strong[1:])
             elif not fresh:
+                stored_text = self._views(conn, rule_ids=[own_root])[0].text
                 reason = f"same wording as {own_root}"
             else:
-                reason = ("new rule: no stored rule has the same wording, the same forbidden construct with the "
-                          "same fix, or the same error")
+                reason = ("new rule: no stored rule has the same wording, or the same error with the same "
+                          "forbidden construct and the same fix; if one of `closest` says the same thing, "
+                          "confirm it with same_as")
             add_evidence(conn, own, task_id or "", node_id or "", who, text, error_excerpt, now, now)
             add_keys(conn, own, keys)
             for sig in sigs:
@@ -321,17 +365,22 @@ class MemoryStore:
                 conn.execute("UPDATE skill_experiences SET rule_id=? WHERE signature=? AND rule_id IS NULL",
                              (own, sig))
             rid = root(conn, own)
+            if apart:
+                keep_apart(conn, [rid, *apart], who, now)
             view = self._views(conn, rule_ids=[rid])[0]
         merged = bool(merged_rules) or not fresh
         out = RecordOutcome(rule_id=rid, merged=merged, count=view.count, active=view.active, reason=reason,
                             merged_rules=merged_rules, merge_ids=merge_ids, link=link,
-                            merged_into_text=view.text if merged else None)
+                            merged_into_text=stored_text if merged else None, kept_apart_from=apart)
         if closest_k:
-            out.closest = self.closest_rules(text, signature=sigs[0] if sigs else None, exclude=rid, k=closest_k)
+            out.closest = self.closest_rules(text, signature=sigs[0] if sigs else None, exclude=rid, k=closest_k,
+                                             vector=vector[0] if vector else None)
         return out
 
-    def _candidates(self, conn: sqlite3.Connection, include_retired: bool = False) -> list[Candidate]:
-        """Every rule cluster with all its wordings, as proposals are ranked over."""
+    def _candidates(self, conn: sqlite3.Connection, include_retired: bool = False,
+                    vectors: bool = False) -> list[Candidate]:
+        """Every rule cluster with all its wordings (and, with ``vectors``, their embeddings), as proposals
+        are ranked over."""
         rows = conn.execute("SELECT id, text, merged_into, retired FROM skill_rules").fetchall()
         roots = roots_of({r["id"]: r["merged_into"] for r in rows})
         out: dict[str, Candidate] = {}
@@ -349,29 +398,80 @@ class MemoryStore:
         for r in conn.execute("SELECT rule_id, signature FROM skill_rule_signatures"):
             if r["rule_id"] in roots:
                 out[roots[r["rule_id"]]].signatures.add(r["signature"])
+        if vectors:
+            for r in conn.execute("SELECT rule_id, vec FROM skill_rule_vectors WHERE model=?", (semantic.MODEL_NAME,)):
+                if r["rule_id"] in roots:
+                    out[roots[r["rule_id"]]].vectors.append(bytes(r["vec"]))
         return [c for rid, c in sorted(out.items()) if include_retired or rid not in retired]
 
-    def closest_rules(self, text: str, *, signature: str | None = None, exclude: str | None = None,
-                      k: int = 3) -> list[CloseRule]:
-        """The (at most ``k``) stored rules closest to ``text``, with why: proposals, never merges."""
+    def _encode_missing(self, at_most: int = 256) -> None:
+        """Encode up to ``at_most`` rule rows that have no vector yet (imported, or stored before the extra was
+        installed): a large import is caught up over several calls, each a few seconds at most."""
+        if not semantic.enabled():
+            return
         with self._conn() as conn:
-            cands = self._candidates(conn)
-            picked = closest(text, cands, signature=signature, k=k, exclude=exclude)
+            rows = conn.execute("""SELECT r.id, r.text FROM skill_rules r
+                                   LEFT JOIN skill_rule_vectors v ON v.rule_id = r.id
+                                   AND v.model = ? WHERE v.rule_id IS NULL LIMIT ?""",
+                                (semantic.MODEL_NAME, at_most)).fetchall()
+        if not rows:
+            return
+        vectors = semantic.encode([semantic.rule_input(r["text"]) for r in rows])
+        if vectors:
+            with self._tx() as conn:
+                conn.executemany("INSERT OR REPLACE INTO skill_rule_vectors VALUES (?,?,?)",
+                                 [(r["id"], semantic.MODEL_NAME, v) for r, v in zip(rows, vectors)])
+
+    def closest_rules(self, text: str, *, signature: str | None = None, exclude: str | None = None,
+                      k: int = 5, vector: bytes | None = None) -> list[CloseRule]:
+        """The (at most ``k``) stored rules closest to ``text``, with why: proposals, never merges.
+
+        Rules judged different from ``exclude`` (see ``distinct_from``) are never proposed for it.
+        """
+        use_vectors = semantic.enabled()
+        if use_vectors:
+            self._encode_missing()
+            if vector is None:
+                encoded = semantic.encode([semantic.rule_input(text)])
+                vector = encoded[0] if encoded else None
+        with self._conn() as conn:
+            cands = self._candidates(conn, vectors=use_vectors)
+            if exclude:
+                apart = apart_from(apart_pairs(conn), resolve(conn, exclude))
+                cands = [c for c in cands if c.rule_id not in apart]
+            picked = closest(text, cands, signature=signature, k=k, exclude=exclude, vector=vector)
             views = {v.id: v for v in self._views(conn, rule_ids=[c.rule_id for c, _, _ in picked])} if picked else {}
         return [CloseRule(rule_id=c.rule_id, text=views[c.rule_id].text, count=views[c.rule_id].count,
                           active=views[c.rule_id].active, score=score, why=why)
                 for c, score, why in picked if c.rule_id in views]
 
     def groups(self, limit: int = 20, max_group: int = 12) -> list[list[GroupMember]]:
-        """Groups of rules that look alike, largest first: candidates for a deduplication pass."""
+        """Groups of rules that look alike, largest first: candidates for a deduplication pass. Rules judged
+        different (``keep_apart``) are never put in one group."""
         with self._conn() as conn:
             cands = self._candidates(conn)
-            groups = look_alike_groups(cands, max_group=max_group)[:limit]
+            groups = look_alike_groups(cands, max_group=max_group, apart=apart_pairs(conn))[:limit]
             ids = [c.rule_id for g in groups for c, _ in g]
             views = {v.id: v for v in self._views(conn, rule_ids=ids)} if ids else {}
         return [[GroupMember(rule_id=c.rule_id, text=views[c.rule_id].text, count=views[c.rule_id].count,
                              active=views[c.rule_id].active, why=why) for c, why in g if c.rule_id in views]
                 for g in groups]
+
+    def keep_apart(self, rule_ids: list[str], who: str) -> list[RuleView]:
+        """Record ``who``'s judgement that the rules ``rule_ids`` are different rules: they are never merged by
+        the memory, proposed for one another or grouped together again (until someone merges them)."""
+        with self._tx() as conn:
+            resolved = []
+            for r in rule_ids:
+                rr = resolve(conn, r)
+                if not exists(conn, rr):
+                    raise UnknownRuleError(r)
+                if root(conn, rr) not in resolved:
+                    resolved.append(root(conn, rr))
+            if len(resolved) < 2:
+                raise ValueError("name at least two different rules to keep apart (these are one rule)")
+            keep_apart(conn, resolved, who, _now())
+            return self._views(conn, rule_ids=resolved)
 
     def merge_rules(self, rule_ids: list[str], who: str, into: str | None = None,
                     reason: str = "") -> MergeOutcome:
@@ -466,8 +566,9 @@ class MemoryStore:
             views = self._views(conn)
             sig_rows = frequent_signature_rows(conn, limit) if include_signatures else []
             n_exp = conn.execute("SELECT COUNT(*) FROM skill_experiences").fetchone()[0]
+            nodes = contradicting_nodes(conn)
         view = serve(views, sig_rows, n_exp, threshold=self.threshold, task_source=task_source,
-                     token_budget=token_budget, include_candidates=include_candidates, limit=limit)
+                     token_budget=token_budget, include_candidates=include_candidates, limit=limit, nodes=nodes)
         if len(self._memory_cache) > 64:
             self._memory_cache.clear()
         self._memory_cache[key] = view
@@ -505,4 +606,7 @@ class MemoryStore:
             self._batch(functools.partial(import_merges, rules=rules[i:i + n], who=who, summary=summary))
         for i in range(0, len(exps), n * 4):
             self._batch(functools.partial(import_experiences, experiences=exps[i:i + n * 4], who=who, summary=summary))
+        apart = list(data.get("apart", []))
+        for i in range(0, len(apart), n * 4):
+            self._batch(functools.partial(import_apart, pairs=apart[i:i + n * 4], summary=summary))
         return summary

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sqlite3
 
 from .merging import parents, roots_of, wording_key
-from .models import MemoryView, SignatureCount
+from .models import MemoryView, SignatureCount, WithheldRule
 from .relevance import relevance, task_keywords
 from .render import render_rules
 from .similarity import RuleView
@@ -89,17 +89,45 @@ def frequent_signature_rows(conn: sqlite3.Connection, limit: int) -> list[sqlite
            GROUP BY signature ORDER BY n DESC, signature LIMIT ?""", (max(1, limit),)).fetchall()
 
 
+def contradicting_nodes(conn: sqlite3.Connection) -> dict[str, list[str]]:
+    """For each rule cluster (by its root), the nodes of the correct kernels that used what it forbids."""
+    roots = roots_of(parents(conn))
+    out: dict[str, list[str]] = {}
+    for r in conn.execute("SELECT rule_id, node_id FROM skill_contradictions ORDER BY seen"):
+        nodes = out.setdefault(roots.get(r["rule_id"], r["rule_id"]), [])
+        if r["node_id"] and r["node_id"] not in nodes:
+            nodes.append(r["node_id"])
+    return out
+
+
+def withheld(views: list[RuleView], nodes: dict[str, list[str]]) -> list[WithheldRule]:
+    """The rules that are not served whatever is asked, each with why (and the kernels that contradicted it)."""
+    out = []
+    for v in views:
+        if v.retired:
+            out.append(WithheldRule(id=v.id, text=v.text, why="retired by an admin"))
+        elif v.contradicted:
+            seen = nodes.get(v.id, [])
+            out.append(WithheldRule(id=v.id, text=v.text, nodes=seen[:20],
+                                    why=f"contradicted: {len(seen) or 'several'} correct kernels used what it forbids"))
+    return out
+
+
 def serve(views: list[RuleView], sig_rows: list[sqlite3.Row], n_exp: int, *, threshold: int,
-          task_source: str | None, token_budget: int, include_candidates: bool, limit: int) -> MemoryView:
+          task_source: str | None, token_budget: int, include_candidates: bool, limit: int,
+          nodes: dict[str, list[str]] | None = None) -> MemoryView:
     """Rules to serve: confirmed ones first, then unconfirmed ones; within each, most relevant to the task,
-    then most frequent, then most recent."""
+    then most frequent, then most recent. Rules never served (contradicted, retired) are listed apart, with
+    why, and the rest are counted: listed + withheld + not listed = all rules."""
     keywords = task_keywords(task_source)
     served = [v for v in views if v.active or (include_candidates and not v.retired and not v.contradicted)]
     served.sort(key=lambda v: (not v.active, -relevance(v.text, v.construct, keywords), -v.count,
                                -(v.last_seen or 0), v.id))
     served = served[: max(0, limit)]
+    held = withheld(views, nodes or {})
     return MemoryView(
-        rules=served, rendered=render_rules(served, token_budget, threshold=threshold), threshold=threshold, total_rules=len(views),
+        rules=served, withheld=held, not_listed=len(views) - len(served) - len(held),
+        rendered=render_rules(served, token_budget, threshold=threshold), threshold=threshold, total_rules=len(views),
         active_rules=sum(v.active for v in views), experiences=n_exp,
         candidate_rules=sum(not v.active and not v.retired and not v.contradicted for v in views),
         frequent_signatures=[SignatureCount(signature=r["signature"], count=r["n"], error_class=r["ec"],

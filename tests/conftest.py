@@ -4,6 +4,9 @@ import sqlite3
 # torch.compile baselines cost 10-20 s per task; tests that need them ask for them explicitly. Servers
 # read this through their settings; evaluators made here are given the same.
 os.environ.setdefault("ADAEXPLORE_BASELINES", "eager")
+# The skill memory's proposals are lexical unless a test turns embeddings on (tests/test_memory_retrieval.py),
+# so what a test expects of them does not depend on whether the `memory` extra is installed.
+os.environ.setdefault("ADAEXPLORE_MEMORY_EMBEDDINGS", "off")
 
 # Candidate kernels run through Triton's interpreter when no GPU is present.
 try:

@@ -28,6 +28,7 @@ CAST_WORDINGS = [
     "tl.float16(y) is not callable; convert with y.to(tl.float16)",
     "Do not call tl.bfloat16(t) to cast; write t.to(tl.bfloat16)",
 ]
+DTYPE_ERROR = "TypeError: 'dtype' object is not callable"  # the failure every cast wording above explains
 PROGRAM_ID = "Do not call tl.program_id inside a kernel; pass the row index as an argument"
 SOFTMAX_RULE = "Subtract the row max (tl.max) before tl.exp in a softmax, do not exponentiate raw logits"
 CONV_RULE = "Do not index conv weights in a Python loop over kernel_size; unroll it with tl.static_range"
@@ -79,10 +80,12 @@ def test_rule_becomes_active_at_three_distinct_tasks(server):
     mcp, _, ids = server
 
     async def fn(c):
-        out = {"same": [await tool(c, "record_failure", {"rule": F32, "task_id": ids["softmax"]}) for _ in range(3)]}
+        out = {"same": [await tool(c, "record_failure", {"rule": F32, "task_id": ids["softmax"], "error_excerpt": DTYPE_ERROR}) for _ in range(3)]}
         out["before"] = await tool(c, "get_skill_memory", {})
-        out["second"] = await tool(c, "record_failure", {"rule": CAST_WORDINGS[1], "task_id": ids["gelu_scale"]})
-        out["third"] = await tool(c, "record_failure", {"rule": CAST_WORDINGS[2], "task_id": ids["fused_add_mul"]})
+        out["second"] = await tool(c, "record_failure", {"rule": CAST_WORDINGS[1], "task_id": ids["gelu_scale"],
+                                                           "error_excerpt": DTYPE_ERROR})
+        out["third"] = await tool(c, "record_failure", {"rule": CAST_WORDINGS[2], "task_id": ids["fused_add_mul"],
+                                                          "error_excerpt": DTYPE_ERROR})
         out["after"] = await tool(c, "get_skill_memory", {})
         return out
 
@@ -223,7 +226,7 @@ def test_export_import_into_a_fresh_server(server, tmp_path):
     mcp, _, _ = server
 
     async def export(c):
-        await tool(c, "record_failure", {"rule": F32, "task_id": server[2]["softmax"]})
+        await tool(c, "record_failure", {"rule": F32, "task_id": server[2]["softmax"], "error_excerpt": DTYPE_ERROR})
         return await tool(c, "export_memory"), await tool(c, "get_skill_memory", {"include_candidates": True,
                                                                                   "token_budget": 20000})
 
@@ -233,7 +236,7 @@ def test_export_import_into_a_fresh_server(server, tmp_path):
     fresh, svc = build_server(ServerConfig(data_dir=tmp_path))
     try:
         async def fn(c):
-            local = await tool(c, "record_failure", {"rule": CAST_WORDINGS[3]})  # one occasion only here
+            local = await tool(c, "record_failure", {"rule": CAST_WORDINGS[3], "error_excerpt": DTYPE_ERROR})  # one occasion only here
             first = await tool(c, "import_memory", {"document": doc})
             second = await tool(c, "import_memory", {"document": doc})
             bad = await c.call_tool("import_memory", {"document": {"format": "something else"}})
@@ -287,7 +290,7 @@ def test_scopes_over_http(team):
     async def main():
         out = {}
         async with http_client(srv.url, tok["w"]) as c:
-            out["w_record"] = await c.call_tool("record_failure", {"rule": F32, "task_id": tasks[0]})
+            out["w_record"] = await c.call_tool("record_failure", {"rule": F32, "task_id": tasks[0], "error_excerpt": DTYPE_ERROR})
             rid = out["w_record"].structured_content["rule_id"]
             out["w_retire"] = await c.call_tool("retire_rule", {"rule_id": rid})
             out["w_edit"] = await c.call_tool("edit_rule", {"rule_id": rid, "text": "x"})
@@ -295,7 +298,7 @@ def test_scopes_over_http(team):
             out["w_import"] = await c.call_tool("import_memory", {"document": out["w_export"].structured_content
                                                                   ["document"]})
         async with http_client(srv.url, tok["r"]) as c:
-            out["r_record"] = await c.call_tool("record_failure", {"rule": F32, "task_id": tasks[1]})
+            out["r_record"] = await c.call_tool("record_failure", {"rule": F32, "task_id": tasks[1], "error_excerpt": DTYPE_ERROR})
             out["r_retire"] = await c.call_tool("retire_rule", {"rule_id": rid})
             out["r_memory"] = await c.call_tool("get_skill_memory", {"include_candidates": True})
             out["r_synth"] = await c.call_tool("synthesize_task", {"seed": 1})
@@ -332,7 +335,7 @@ def test_eight_agents_record_equivalent_rules_at_once(team):
             await go.wait()
             for j in range(2):  # two wordings for the same task: one occasion
                 res = await c.call_tool("record_failure", {"rule": CAST_WORDINGS[(k + j) % 4].replace("x", "v" * (k + 1)),
-                                                           "task_id": tasks[k]})
+                                                           "task_id": tasks[k], "error_excerpt": DTYPE_ERROR})
                 assert not res.is_error, res.content
                 results.append(res.structured_content)
 

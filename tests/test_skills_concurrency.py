@@ -9,6 +9,7 @@ WORDINGS = [
     "tl.float16(y) is not callable; convert with y.to(tl.float16)",
     "Do not call tl.bfloat16(t) to cast; write t.to(tl.bfloat16)",
 ]
+ERROR = "TypeError: 'dtype' object is not callable"  # what every wording above explains: one lesson
 
 
 def _record(db: str, prefix: str, n: int, barrier=None) -> None:
@@ -16,8 +17,10 @@ def _record(db: str, prefix: str, n: int, barrier=None) -> None:
     if barrier is not None:
         barrier.wait()
     for i in range(n):
-        store.record_rule(text=WORDINGS[i % len(WORDINGS)], who=prefix, task_id=f"{prefix}-task-{i}")
-        store.record_rule(text=WORDINGS[(i + 1) % len(WORDINGS)], who=prefix, task_id=f"{prefix}-task-{i}")
+        store.record_rule(text=WORDINGS[i % len(WORDINGS)], who=prefix, task_id=f"{prefix}-task-{i}",
+                          error_excerpt=ERROR)
+        store.record_rule(text=WORDINGS[(i + 1) % len(WORDINGS)], who=prefix, task_id=f"{prefix}-task-{i}",
+                          error_excerpt=ERROR)
 
 
 def test_threads_one_rule_exact_count(tmp_path):

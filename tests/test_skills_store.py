@@ -16,19 +16,31 @@ def store(tmp_path):
     return MemoryStore(tmp_path / "mem.db")
 
 
+DTYPE_ERROR = "TypeError: 'dtype' object is not callable"
+
+
 def test_merge_and_distinct_occasions(store):
-    a = store.record_rule(text=F32, who="alice", task_id="t1")
+    a = store.record_rule(text=F32, who="alice", task_id="t1", error_excerpt=DTYPE_ERROR)
     assert not a.merged and a.count == 1 and a.rule_id.startswith("r-") and len(a.rule_id) == 12
     again = store.record_rule(text=F32, who="alice", task_id="t1")
     assert again.rule_id == a.rule_id and again.count == 1  # same task twice counts once
-    b = store.record_rule(text=I32, who="bob", task_id="t2")
+    # the same error, naming the construct both forbid, with the same fix: one lesson, merged without asking
+    b = store.record_rule(text=I32, who="bob", task_id="t2", error_excerpt=DTYPE_ERROR)
     assert b.merged and b.rule_id == a.rule_id and b.count == 2 and not b.active
-    c = store.record_rule(text=F16, who="carol", task_id="t3")
+    assert "same error" in b.reason and b.merged_into_text == F32
+    c = store.record_rule(text=F16, who="carol", task_id="t3", same_as=a.rule_id)
     assert c.count == 3 and c.active
     assert c.reason
     view = store.get_rule(a.rule_id)
     assert view.tasks == ["t1", "t2", "t3"] and view.who == ["alice", "bob", "carol"]
     assert view.first_seen <= view.last_seen
+
+
+def test_the_same_construct_and_fix_without_the_same_error_is_proposed_not_merged(store):
+    a = store.record_rule(text=F32, who="alice", task_id="t1")
+    b = store.record_rule(text=I32, who="bob", task_id="t2")
+    assert not b.merged and b.rule_id != a.rule_id
+    assert b.closest[0].rule_id == a.rule_id and "same forbidden construct" in b.closest[0].why
 
 
 def test_untied_rules_count_per_client(store):
@@ -51,10 +63,11 @@ def test_threshold_configurable(tmp_path):
 
 
 def test_best_wording_kept(store):
-    r = store.record_rule(text="Never call tl.float32(x) on a value inside a kernel, it is a dtype; cast with x.to(tl.float32)", who="a",
-                          task_id="t1")
-    out = store.record_rule(text=F32, who="b", task_id="t2")
+    long = "Never call tl.float32(x) on a value inside a kernel, it is a dtype; cast with x.to(tl.float32)"
+    r = store.record_rule(text=long, who="a", task_id="t1")
+    out = store.record_rule(text=F32, who="b", task_id="t2", same_as=r.rule_id)
     assert out.rule_id == r.rule_id and store.get_rule(r.rule_id).text == F32
+    assert out.merged_into_text == long  # the answer names the rule as it was stored, not the new wording
 
 
 def test_experiences_skip_and_link(store):
@@ -69,11 +82,12 @@ def test_experiences_skip_and_link(store):
     r = store.record_rule(text=F32, who="a", task_id="t1", node_id="n1")
     assert store.experience_rule(e1) == r.rule_id
     assert not store.memory(include_signatures=True).frequent_signatures
-    # a rule tied to the same failure signature merges even when worded differently
+    # a rule tied to the same failure signature in other words is proposed first, not merged: the agent decides
     store.record_experience(task_id="t2", node_id="n2", status="compile_error", error_class="CompilationError",
                             message=msg.replace("x)", "acc)"))
     r2 = store.record_rule(text="Convert dtypes with the .to method", who="b", task_id="t2", node_id="n2")
-    assert r2.rule_id == r.rule_id and "same normalized error" in r2.reason and r2.merged_rules
+    assert r2.rule_id != r.rule_id and not r2.merged
+    assert r2.closest[0].rule_id == r.rule_id and "same failure signature" in r2.closest[0].why
 
 
 def test_contradiction(tmp_path):
@@ -152,7 +166,7 @@ def test_token_budget(tmp_path):
 def test_export_import_round_trip(tmp_path):
     a = MemoryStore(tmp_path / "a.db")
     a.record_rule(text=F32, who="alice", task_id="t1", error_excerpt="TypeError: 'dtype' object is not callable")
-    a.record_rule(text=I32, who="bob", task_id="t2")
+    a.record_rule(text=I32, who="bob", task_id="t2", error_excerpt="TypeError: 'dtype' object is not callable")
     a.record_rule(text=WHERE, who="bob", task_id="t2")
     a.record_experience(task_id="t1", node_id="n1", status="compile_error", error_class="TypeError",
                         message="'dtype' object is not callable")
@@ -160,8 +174,9 @@ def test_export_import_round_trip(tmp_path):
     import json
     json.dumps(data)
     b = MemoryStore(tmp_path / "b.db")
-    b.record_rule(text=F16, who="carol", task_id="t3")
-    b.record_rule(text=F32, who="alice", task_id="t1")  # the same occasion exists on both sides
+    b.record_rule(text=F16, who="carol", task_id="t3", error_excerpt="TypeError: 'dtype' object is not callable")
+    b.record_rule(text=F32, who="alice", task_id="t1", error_excerpt="TypeError: 'dtype' object is not callable")
+    # (the same occasion exists on both sides)
     summary = b.import_(data, who="importer")
     assert summary.rules_merged >= 1 and summary.rules_added == 1 and summary.experiences_added == 1
     rules = {r.text: r for r in b.memory(include_candidates=True).rules}
@@ -181,11 +196,16 @@ def test_a_rule_with_the_key_of_two_clusters_joins_them_and_says_so(tmp_path):
     """Merging does not depend on feed order: a rule whose keys match two separate rules joins them, and the
     answer lists the rule it absorbed."""
     s = MemoryStore(tmp_path / "m.db")
-    a = s.record_rule(text="Do not call tl.float32(x); use x.to(tl.float32)", who="a", task_id="t1")
-    b = s.record_rule(text="Dtypes are not functions in Triton. Cast with x.to(dtype).", who="a", task_id="t2")
-    assert a.rule_id != b.rule_id  # one names the construct and its fix, the other the failure: no key in common
-    c = s.record_rule(text="tl.float16(y) is not callable; convert with y.to(tl.float16)", who="a", task_id="t3")
-    assert c.merged and set(c.merged_rules) >= {b.rule_id} | ({a.rule_id} - {c.rule_id})
+    first = "at 3:8: y = tl.float32(x) TypeError(\"'dtype' object is not callable\")"
+    second = "at 5:12: y = tl.float16(v) AttributeError: 'dtype' has no attribute '__call__'"
+    a = s.record_rule(text=F32, who="a", task_id="t1", error_excerpt=f"CompilationError: {first}")
+    b = s.record_rule(text=I32, who="a", task_id="t2", error_excerpt=f"CompilationError: {second}")
+    assert a.rule_id != b.rule_id  # the same construct and fix, but two different errors: proposed, not merged
+    for message in (first, second):  # one node that failed both ways
+        s.record_experience(task_id="t3", node_id="n3", status="compile_error", error_class="CompilationError",
+                            message=message)
+    c = s.record_rule(text=F16, who="a", task_id="t3", node_id="n3")
+    assert c.merged and len(c.merged_rules) == 2 and "also joined" in c.reason
     assert s.resolve(a.rule_id) == s.resolve(b.rule_id) == c.rule_id and c.count == 3
 
 
