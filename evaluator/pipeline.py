@@ -58,6 +58,17 @@ def noted(note: str | None, more: str) -> str:
     return f"{note}; {more}" if note else more
 
 
+def with_hint(result: EvalResult, source: str, task_source: str, interpreted: bool) -> EvalResult:
+    """`result` with the fix for a failure Triton reports without one (`lint.runtime_hint`), where its
+    error has no hint yet."""
+    if result.error is None or result.error.hint:
+        return result
+    hint = lint.runtime_hint(result, source, task_source, interpreted)
+    if hint is None:
+        return result
+    return result.model_copy(update={"error": result.error.model_copy(update={"hint": hint})})
+
+
 def reference_failed(ref: Reference) -> EvalResult:
     """The result of a candidate whose task's reference failed."""
     return EvalResult(status=Status.infra_error, error=ErrorInfo(
@@ -112,6 +123,7 @@ class CandidatePipeline:
                 log.warning("infra error evaluating a candidate for %s, retrying: %s", task.name,
                             result.error.message if result.error else "")
                 result = self._evaluate_once(task, source, protocol)
+        result = with_hint(result, source, task.source, interpreted=not self.runner.is_gpu)
         result = result.model_copy(update={
             "task_id": task.task_id, "source_hash": key[1], "device": device,
             "protocol_key": key[3], "elapsed_s": round(time.monotonic() - t0, 3)})

@@ -184,9 +184,42 @@ class EvalResult(Model):
         if self.flags_reset:
             parts.append("reset global flags: " + ", ".join(self.flags_reset))
         if self.stdout_tail and self.status is not Status.correct:
-            parts.append("output: " + self.stdout_tail[-300:])
-        text = "\n".join(parts)
-        return text if len(text) <= max_chars else text[: max_chars - 3] + "..."
+            parts.append("output: " + last_lines(self.stdout_tail, 300))
+        return first_lines("\n".join(parts), max_chars)
+
+
+def _whole_lines(lines: list[str], max_chars: int) -> list[str]:
+    """The leading lines of `lines` that fit, joined by newlines, in `max_chars`; a first line too long
+    on its own keeps its beginning, marked '...'."""
+    kept: list[str] = []
+    size = -1
+    for line in lines:
+        if size + 1 + len(line) > max_chars:
+            break
+        kept.append(line)
+        size += 1 + len(line)
+    if not kept and lines:
+        kept.append(lines[0][: max(0, max_chars - 3)] + "...")
+    return kept
+
+
+def first_lines(text: str, max_chars: int) -> str:
+    """`text` if it fits in `max_chars`, else its first whole lines that do, and a last line '...'."""
+    if len(text) <= max_chars:
+        return text
+    lines = text.splitlines()
+    kept = _whole_lines(lines, max_chars - 4)
+    if kept[0] != lines[0]:  # the first line alone is too long: its beginning says it is cut
+        return _whole_lines(lines, max_chars)[0]
+    return "\n".join(kept + ["..."])
+
+
+def last_lines(text: str, max_chars: int) -> str:
+    """The end of `text` cut at a line boundary: its last whole lines (blank ones left out) that fit in
+    `max_chars`. A last line longer than that on its own keeps its beginning (where a warning names its
+    file and kind), marked '...'."""
+    lines = [ln for ln in text.strip().splitlines() if ln.strip()]
+    return "\n".join(reversed(_whole_lines(lines[::-1], max_chars)))
 
 
 class TaskFlag(Model):

@@ -16,7 +16,7 @@ import torch
 
 from ..common.vocab import Kind
 from .compare import Verdict, compare_outputs, pieces, zeros_pass
-from .results import ErrorInfo, EvalProtocol, EvalResult, Mismatch, Status, TaskFlag, Tolerance
+from .results import ErrorInfo, EvalProtocol, EvalResult, Mismatch, Status, TaskFlag, Tolerance, last_lines
 from .sandbox.frames import MAX_HEADER_BYTES, MAX_MESSAGES
 from .sandbox.pool import WorkerResult
 from .stats import contended, mean_median_split, summarize, uneven, upper_median
@@ -61,7 +61,7 @@ def worker_failure(res: WorkerResult, subject: str) -> ErrorInfo | None:
     if err:
         return ErrorInfo.model_validate(err[0]["error"])
     if res.first(Kind.done) is None:
-        tail = res.output_tail.strip()[-300:]
+        tail = last_lines(res.output_tail, 300)
         return ErrorInfo(error_class="WorkerDied", message=f"the {subject} process ended without finishing: "
                          + end_reason(res) + (f"; its last output: {tail}" if tail else ""))
     return None
@@ -330,7 +330,7 @@ def judged(payload: list, expected: list | None, tol, trial: int) -> Verdict | E
 def correctness_verdict(res: WorkerResult, ref: Reference, protocol: EvalProtocol, issues) -> EvalResult:
     """The candidate's correctness run, checked: how it ended, its trials, its launches, its ops."""
     base = {"lint": issues, "trials": protocol.correctness_trials,
-            "stdout_tail": res.output_tail.strip()[-800:] or None}
+            "stdout_tail": last_lines(res.output_tail, 800) or None}
     failure = candidate_failure(res)
     if failure is not None:
         return EvalResult(**base, **failure)

@@ -12,6 +12,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.applications import Starlette
 
+from . import texts
 from .auth import StoreTokenVerifier
 from .config import ServerConfig
 from .metrics import Metrics
@@ -24,7 +25,9 @@ from .tools import register_tools
 INSTRUCTIONS = (
     "adaexplore turns PyTorch modules into fast, correct Triton kernels by tree search. Loop: "
     "get_skill_memory -> expand_node -> write a kernel -> evaluate_kernel -> repeat; best_candidates at the end. "
-    "Failing kernels are results with feedback, not errors. The 'optimize' prompt explains the loop.")
+    "Failing kernels are results with feedback, not errors; to repair one at once, call evaluate_kernel with "
+    "parent_node_id=<its node_id> and edits, without an expansion_id. The 'optimize' prompt explains the loop.")
+NO_GPU = " This server has no GPU. "
 
 MAX_HTTP_BODY = 1024 * 1024
 
@@ -58,7 +61,7 @@ def build_server(config: ServerConfig, *, evaluator: Any = None, http: HttpSetti
         ver = version("adaexplore")
     except PackageNotFoundError:
         ver = "0"
-    instructions = INSTRUCTIONS
+    instructions = INSTRUCTIONS + (NO_GPU + texts.INTERPRETER if svc.evaluators.interpreted() else "")
     if config.sandbox is not None:
         instructions += f" Kernel and task code run sandboxed at level '{config.sandbox[0]}': {config.sandbox[1]}."
     mcp = MCPServer("adaexplore", title="adaexplore", version=ver, instructions=instructions,

@@ -1,13 +1,15 @@
 """The evaluators of a server process (one pool per GPU), created on first use (importing torch takes seconds).
 
 Runs in the server process. Evaluation threads run at a lower CPU priority, and so do the
-processes they start, so that tool calls stay fast while kernels are checked.
+processes they start, so that tool calls stay fast while kernels are checked. Whether kernels will
+run on a GPU or in Triton's interpreter is known before the evaluators start (`interpreted`).
 """
 
 from __future__ import annotations
 
 import gc
 import os
+import sys
 import threading
 from typing import Any
 
@@ -23,6 +25,17 @@ def lower_priority() -> None:
         os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), EVALUATION_NICENESS)
     except (AttributeError, OSError):
         pass
+
+
+def gpu_visible() -> bool:
+    """A GPU the evaluator would find, judged without importing torch (that takes seconds)."""
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        try:
+            return bool(torch.cuda.is_available())
+        except Exception:
+            return False
+    return os.path.exists("/dev/nvidia0") or os.path.exists("/dev/kfd")
 
 
 class EvaluatorHolder:
@@ -74,6 +87,11 @@ class EvaluatorHolder:
     @property
     def device(self) -> str:
         return str(self.get().device)
+
+    def interpreted(self) -> bool:
+        """Whether kernels run in Triton's interpreter (no GPU), known without starting the evaluator."""
+        device = getattr(self._evaluator, "device", None) or self.config.device
+        return not str(device).startswith("cuda") if device else not gpu_visible()
 
     def hardware(self) -> str:
         if self._hardware is None:

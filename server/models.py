@@ -237,7 +237,8 @@ class Sibling(Out):
     action: str = Field(description="'small' or 'large' step")
     status: str = Field(description="its evaluation status, or 'pending' while it runs")
     speedup: float | None = Field(None, description="reference time / kernel time; null when not timed")
-    summary: str = Field(description="the first line of its feedback")
+    summary: str = Field(description="the first line of its feedback after the status: the error, or how it "
+                                     "passed")
     change: str = Field(description="what it changed against the parent: the first changed lines ('-' removed, "
                                     "'+' added), or 'rewritten' for a new kernel")
 
@@ -257,6 +258,7 @@ class TaskFacts(Out):
     outputs: list[TensorSpec] = Field(description="forward() outputs of the reference, in order")
     tolerance: str = Field(description="the correctness check every output must pass")
     device: str = Field(description="where candidates run: 'cpu' (Triton interpreter) or a CUDA device")
+    parameters: str = Field(description="how ModelNew's weights are matched to Model's")
     reference_code: str | None = Field(None, description="the reference PyTorch module; given to large steps and "
                                                          "first kernels")
 
@@ -280,10 +282,13 @@ class ExpandResult(Out):
                                                          "(profile_kernel's summary), when it was profiled")
     siblings: list[Sibling] = Field([], description="children already made from this parent (newest last): "
                                                     "try something else")
-    history: list[ContextNode] = Field([], description="small step: the branch's recent nodes, oldest first, "
-                                                       "ending with the parent; code of the newest within a "
-                                                       "size budget")
-    pool: list[ContextNode] = Field([], description="large step: strong kernels of the tree, with code")
+    history: list[ContextNode] = Field([], description="small step: the branch's recent nodes before the parent, "
+                                                       "newest first (the parent is `parent`); code of the "
+                                                       "newest within a size budget")
+    pool: list[ContextNode] = Field([], description="large step: the best correct kernel of each segment on the "
+                                                    "path from the root to the parent, with code (other branches' "
+                                                    "only with the task's pool_topup); the instructions say what "
+                                                    "it holds here")
     memory: str = Field("", description="skill memory: validity rules to follow")
     hardware: str = Field("", description="the device candidates run on")
     budget_left: int = Field(description="evaluations left in the task's budget after this one; -1 = unlimited")
@@ -295,6 +300,8 @@ class EvaluateResult(Out):
     parent_id: str | None
     status: str = Field(description="an evaluation status, or 'pending' (poll get_node)")
     duplicate: bool = Field(False, description="the same code was already evaluated; no new work was done")
+    note: str | None = Field(None, description="for a duplicate: which node holds it and whether the expansion is "
+                                               "still open for another kernel")
     feedback: str | None = None
     speedup: float | None = None
     reward: float | None = Field(None, description="the search's reward for this node. " + REWARD_TABLE)
@@ -366,6 +373,8 @@ class ProfileResult(Out):
 class BestCandidatesResult(Out):
     task_id: str
     candidates: list[Candidate]
+    note: str | None = Field(None, description="what the order does not say: set when kernels tie because "
+                                               "none was timed")
 
 
 class RuleInfo(Out):

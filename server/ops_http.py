@@ -24,6 +24,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from .evaluation import gpu_visible
 from .files import FILE_MODE
 from .metrics import CONTENT_TYPE
 from .service import Service
@@ -46,22 +47,11 @@ def health(svc: Service) -> dict[str, Any]:
         report["gpu"] = {"ok": True, "device": device, "present": not device.startswith("cpu")}
     else:
         report["evaluator"] = {"ok": True, "state": "starts on the first evaluation", "queue_depth": 0}
-        report["gpu"] = {"ok": True, "device": None, "present": _gpu_visible()}
+        report["gpu"] = {"ok": True, "device": None, "present": gpu_visible()}
     report["stopping"] = svc.stopping
     report["ready"] = report["store"]["ok"] and not svc.stopping
     report["status"] = "ok" if report["ready"] else ("stopping" if svc.stopping else "unavailable")
     return report
-
-
-def _gpu_visible() -> bool:
-    """A GPU the evaluator would find, judged without importing torch (that takes seconds)."""
-    torch = sys.modules.get("torch")
-    if torch is not None:
-        try:
-            return bool(torch.cuda.is_available())
-        except Exception:
-            return False
-    return os.path.exists("/dev/nvidia0") or os.path.exists("/dev/kfd")
 
 
 def ops_routes(svc: Service) -> list[Route]:

@@ -11,15 +11,20 @@ OPTIMIZE = """You are optimizing a PyTorch module into fast, correct Triton kern
 {target}
 Loop until the budget is used up or {steps} steps are done:
 1. Call get_skill_memory(task_id) once at the start and follow its rules in every kernel you write.
-2. Call expand_node(task_id). It returns an action with instructions, the parent kernel (code and
-   feedback), and either the recent history of its branch (small step) or a pool of strong kernels
-   (large step), plus hardware facts and an expansion_id.
+2. Call expand_node(task_id). The search picks the node and the step (often another node than your
+   last one). It returns an action with instructions, the parent kernel (code and feedback), and either
+   the recent history of its branch (small step) or the pool of kernels on its path (large step; the
+   instructions say what the pool holds and why it is empty when it is), plus the task's facts (how
+   ModelNew's weights match Model's), hardware facts and an expansion_id.
 3. Write the kernel: a module defining class ModelNew with Model's constructor and forward signature,
    with @triton.jit kernels inline and launched from forward. Small step: change one thing, preferably
    as `edits` against the parent's code. Large step: a structurally different design, full `source`.
 4. Call evaluate_kernel(task_id, source or edits, expansion_id). A failure is a result: read its status
-   and feedback; the next small step on that node is the repair path. If the status is 'pending',
-   poll get_node(node_id) until it is done.
+   and feedback. To repair it at once, call evaluate_kernel(task_id, edits or source,
+   parent_node_id=<the failed node_id>) without an expansion_id: that is the repair path, a small step
+   from the failed node. duplicate=true means that code was evaluated before: its result is shown, and
+   the expansion is still open for a different kernel. If the status is 'pending', poll
+   get_node(node_id) until it is done.
 5. When a failure taught you something general (an API misuse, a constexpr rule, a dtype trap), call
    record_failure with a one-sentence rule and the node_id. If its answer lists a `closest` rule that says
    the same thing in other words, call it again with same_as=<that rule_id>.

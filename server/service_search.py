@@ -50,7 +50,7 @@ from .models import (
 )
 from .service_tree import TreeService, _runtime_ms, _status
 from .store import Store, root_id
-from .texts import change_summary, iso_utc
+from .texts import change_summary, first_finding, iso_utc
 
 log = logging.getLogger("adaexplore.server")
 
@@ -118,36 +118,39 @@ class SearchService:
         assert parent is not None
         parent_is_root = parent.action == Action.root
         small = action == Action.small
-        large = not small
         parent_ctx = ContextNode(node_id=parent.id, action=parent.action, status=_status(parent.status),
                                  speedup=parent.speedup, feedback=parent.feedback,
                                  code=parent.source if small and not parent_is_root else None)
-        others = [i for i in ctx_ids if i != sel.node_id]
-        ctx_ids = others if large else ctx_ids
+        # A small step's history: its branch's recent nodes, newest first, without the parent (shown as
+        # `parent`). A large step's pool: the method's, the parent's own segment included.
+        ctx_ids = [i for i in reversed(ctx_ids) if i != sel.node_id] if small else ctx_ids
         details = self.store.node_details(ctx_ids)
-        codes = self.store.node_sources(ctx_ids) if large else self._history_code(others, params.history_code_tokens)
+        codes = self._history_code(ctx_ids, params.history_code_tokens) if small else self.store.node_sources(ctx_ids)
         ctx_nodes = [ContextNode(node_id=i, action=details[i].action, status=_status(details[i].status),
                                  speedup=details[i].speedup, feedback=details[i].feedback, code=codes.get(i))
                      for i in ctx_ids if i in details]
         facts = self.tree.task_facts(task_id, with_code=True)
+        pool = "" if small else texts.pool_sentence(
+            len(ctx_nodes), params.c_pool, params.pool_topup, parent_is_root,
+            elsewhere=sum(1 for st in index.status if st == Status.correct) - len(ctx_nodes))
         return ExpandResult(
             task_id=task_id, expansion_id=expansion_id, expires_at=iso_utc(expires), action=action,
-            instructions=texts.instructions(action, parent_is_root),
-            task=facts if large or parent_is_root else facts.model_copy(update={"reference_code": None}),
+            instructions=texts.instructions(action, parent_is_root, parent.status, pool),
+            task=facts if not small or parent_is_root else facts.model_copy(update={"reference_code": None}),
             parent=parent_ctx, siblings=self.siblings(index, sel.node_id, parent.source),
             parent_profile=self.store.profile_summary(sel.node_id) if small else None,
-            history=ctx_nodes if small else [], pool=ctx_nodes if large else [],
+            history=ctx_nodes if small else [], pool=[] if small else ctx_nodes,
             memory=self.memory.render(facts.reference_code, 1500),
             hardware=self.evaluators.hardware(), budget_left=max(0, left - 1) if left is not None else -1)
 
     def _history_code(self, ids: list[str], token_budget: int) -> dict[str, str]:
-        """Code of the branch history, newest first, while it fits in ``token_budget`` (4 chars a token)."""
+        """Code of the branch history (`ids`, newest first) while it fits in ``token_budget`` (4 chars a token)."""
         if token_budget <= 0 or not ids:
             return {}
         sources = self.store.node_sources(ids)
         room = token_budget * 4
         out: dict[str, str] = {}
-        for i in reversed(ids):
+        for i in ids:
             code = sources.get(i)
             if code is None or len(code) > room:
                 break
@@ -171,8 +174,7 @@ class SearchService:
             d = details.get(k)
             if d is None:
                 continue
-            first = (d.feedback or ("evaluation still running" if d.status is None else "")).strip()
-            first = first.splitlines()[0] if first else ""
+            first = first_finding(d.feedback) or ("evaluation still running" if d.status is None else "")
             out.append(Sibling(node_id=k, action=d.action, status=_status(d.status), speedup=d.speedup,
                                summary=first[:160], change=self._change_cache[k]))
         return out
@@ -188,14 +190,14 @@ class SearchService:
         self.tree.task(task_id)
         params, protocol, name = self.tree.params(task_id)
         parent_id, action = root_id(task_id), Action.large
+        answered_by: str | None = None  # the node that already answered the expansion, if one did
         if expansion_id is not None:
             exp = self.store.get_expansion(expansion_id)
             if exp is None or exp.task_id != task_id:
                 raise NotFound(f"unknown expansion_id {expansion_id!r} for this task; call expand_node to get one, "
                                 "or omit it")
             if exp.consumed:
-                raise InvalidRequest(f"expansion {expansion_id} was already used (node {exp.result_node_id}); call "
-                                "expand_node again, or pass parent_node_id instead")
+                answered_by = exp.result_node_id
             if parent_node_id is not None and parent_node_id != exp.node_id:
                 raise InvalidRequest(f"expansion {expansion_id} is for node {exp.node_id}, not {parent_node_id}; "
                                 "drop parent_node_id or the expansion_id")
@@ -227,6 +229,9 @@ class SearchService:
             raise InvalidRequest("the candidate source is empty; send a module that defines class ModelNew")
         check_parsable(source, "the candidate")
         h = source_hash(source)
+        if answered_by is not None and self._answered_before(answered_by, h, expansion_id):
+            with self._jobs_lock:
+                return answered_by, self._jobs.get(answered_by), True
         node_id, created = self.store.create_node(task_id=task_id, parent_id=parent_id, action=action, source=source,
                                                   source_hash=h, created_by=caller, expansion_id=expansion_id,
                                                   owner=self.owner, lease_s=self.config.lease_s)
@@ -240,6 +245,16 @@ class SearchService:
             self._jobs[node_id] = job
         job.add_done_callback(functools.partial(self._forget, node_id))
         return node_id, job, False
+
+    def _answered_before(self, node_id: str, h: str, expansion_id: str | None) -> bool:
+        """For a kernel (hash `h`) sent with an expansion that `node_id` already answered: True when it is
+        the same call again, answered as a duplicate of that node; False when that node's evaluation was
+        lost (infra_error), so the same code runs again. Different code needs an expansion of its own."""
+        node = self.store.get_node(node_id, with_source=False)
+        if node is None or node.source_hash != h:
+            raise InvalidRequest(f"expansion {expansion_id} was already used (node {node_id}); call expand_node "
+                                 "again, or pass parent_node_id (without expansion_id) to place the kernel yourself")
+        return node.status != Status.infra_error
 
     def _forget(self, node_id: str, _job: object = None) -> None:
         with self._jobs_lock:
@@ -258,7 +273,8 @@ class SearchService:
         reward = None if infra else reward_for(params, status, result.speedup)
         prof = self._profile_in_loop(node_id, task, source, protocol, result)
         feedback = result.feedback()
-        extra = nan_hint(source) if result.status is Status.nan_output else None
+        extra = nan_hint(source) if result.status is Status.nan_output and not (result.error and result.error.hint) \
+            else None
         if extra:
             feedback += f"\nhint: {extra}"
         if prof is not None:
@@ -332,7 +348,9 @@ class SearchService:
             return None
         return out if out.profiled else None
 
-    def node_result(self, node_id: str, duplicate: bool = False) -> EvaluateResult:
+    def node_result(self, node_id: str, duplicate: bool = False, expansion_id: str | None = None) -> EvaluateResult:
+        """What evaluate_kernel answers for `node_id`; a `duplicate` sent with `expansion_id` says whether
+        that expansion is still open."""
         node = self.store.get_node(node_id, with_source=False)
         if node is None:
             raise NotFound(f"unknown node_id {node_id!r}")
@@ -340,8 +358,12 @@ class SearchService:
         params, _, _ = self.tree.params(task_id)
         index, entry = self.tree.index(task_id)
         left = budget_left(index, params)
+        note = None
+        if duplicate:
+            exp = self.store.get_expansion(expansion_id) if expansion_id else None
+            note = texts.duplicate_note(node_id, expansion_id, still_open=exp is not None and not exp.consumed)
         return EvaluateResult(
             task_id=task_id, node_id=node_id, parent_id=node.parent_id, status=_status(node.status),
-            duplicate=duplicate, feedback=node.feedback if node.status else texts.PENDING,
+            duplicate=duplicate, note=note, feedback=node.feedback if node.status else texts.PENDING,
             speedup=node.speedup, reward=node.reward, runtime_ms=_runtime_ms(node.result),
             best=self.tree.best(index, entry), budget_left=left if left is not None else -1)

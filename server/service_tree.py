@@ -106,7 +106,8 @@ class TreeService:
                 tolerance=(f"every output element: |out - ref| <= atol + rtol * |ref| with atol={tol.atol:g}, "
                            f"rtol={tol.rtol:g} ('{tol.name}' profile), on {protocol.correctness_trials} random "
                            "input sets; NaN never passes"),
-                device=v.get("device", "cpu"), reference_code=task.source)
+                device=v.get("device", "cpu"), parameters=texts.WEIGHTS.format(seed=protocol.seed),
+                reference_code=task.source)
             self._facts_cache[task_id] = facts
         return facts if with_code else facts.model_copy(update={"reference_code": None})
 
@@ -304,4 +305,7 @@ class TreeService:
         if ids:
             who = self.store.node_details(ids)
             out = [c.model_copy(update={"created_by": who[c.node_id].created_by}) for c in out]
-        return BestCandidatesResult(task_id=task_id, candidates=out)
+        untimed = [c for c in out if c.speedup is None]
+        device = (self.task(task_id).validation or {}).get("device", "cpu")
+        note = texts.tie_note(len(untimed), untimed[0].reward, device) if len(untimed) > 1 else None
+        return BestCandidatesResult(task_id=task_id, candidates=out, note=note)

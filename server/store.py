@@ -373,7 +373,8 @@ class Store:
     def create_node(self, *, task_id: str, parent_id: str, action: str, source: str, source_hash: str,
                     created_by: str, expansion_id: str | None, owner: str | None = None,
                     lease_s: float = 30.0) -> tuple[str, bool]:
-        """Attach a candidate to the tree, or find the node that already holds the same code.
+        """Attach a candidate to the tree, or find the node that already holds the same code (then
+        `expansion_id` is left unanswered).
 
         Returns (node id, created). A node that holds the same code and ended in infra_error
         is reset to pending and evaluated again (created is True then). The evaluation row
@@ -386,10 +387,7 @@ class Store:
                 "SELECT id, status FROM nodes WHERE task_id = ? AND source_hash = ? ORDER BY seq LIMIT 1",
                 (task_id, source_hash)).fetchone()
             if row is not None and row[1] != Status.infra_error:
-                if expansion_id:
-                    c.execute("UPDATE expansions SET consumed = 1, result_node_id = ? WHERE id = ?",
-                              (row[0], expansion_id))
-                return row[0], False
+                return row[0], False  # an expansion it came with stays open for a kernel of its own
             version = c.execute("UPDATE tasks SET version = version + 1 WHERE id = ? RETURNING version",
                                 (task_id,)).fetchone()[0]
             if row is not None:  # re-run an evaluation our infrastructure lost

@@ -1,4 +1,4 @@
-"""Words the server says to agents: instructions, notes, the text tree."""
+"""Words the server says to agents: instructions, notes, the text tree (server process)."""
 
 from __future__ import annotations
 
@@ -14,10 +14,13 @@ SMALL = (
     "and the branch history point at (fix the error it reports, tune block sizes or num_warps, fuse an "
     "adjacent op, vectorize a load, remove a redundant pass). Prefer `edits` against the parent's code. "
     "Pass expansion_id to evaluate_kernel.")
+REPAIR = (
+    " The parent failed ({status}): this step is its repair path. Fix what its feedback reports before "
+    "changing anything else.")
 LARGE = (
     "LARGE STEP: write a structurally different kernel for this task (another tiling, another fusion "
-    "plan, another parallelization, another algorithm). The pool holds the strongest kernels found so far: "
-    "learn from them, do not copy them. Send the full source of a module that defines class ModelNew with "
+    "plan, another parallelization, another algorithm). {pool} Learn from the pool's kernels, do not copy them. "
+    "Send the full source of a module that defines class ModelNew with "
     "the same constructor and forward signature as Model, with its Triton kernels inline. "
     "Pass expansion_id to evaluate_kernel.")
 FIRST = (
@@ -26,11 +29,74 @@ BUDGET_EXHAUSTED = (
     "The step budget of this task is used up: no expansion was created. Call best_candidates for the "
     "results, or register the task again with a larger max_steps under a new name if more search is wanted.")
 PENDING = ("still evaluating: call get_node with this node_id in a few seconds for the result")
+INTERPRETER = (
+    "Kernels run through Triton's interpreter on the CPU (TRITON_INTERPRET=1): correctness is checked, speed "
+    "is not (speedup null; every correct kernel gets the same reward). The interpreter is not a GPU: libdevice "
+    "(triton.language.extra.libdevice) does not run there, so use tl.* functions; tl.dot on bfloat16 operands "
+    "multiplies their raw bits there (wrong by orders of magnitude), so give tl.dot float32 or float16 "
+    "operands; interpreted kernels are slow, so keep grids modest.")
+WEIGHTS = (
+    "ModelNew(*get_init_inputs()) is built under the same seed as Model (torch.manual_seed({seed}) just "
+    "before each constructor); nothing is copied from Model. Parameters and buffers created in the same order "
+    "with the same shapes get the same values, so create them as Model's __init__ does (copying it works: "
+    "the same nn.Linear, nn.LayerNorm, nn.Parameter calls, in order) and read them from self in forward.")
 
 
-def instructions(action: str, parent_is_root: bool) -> str:
-    text = SMALL if action == Action.small else LARGE
+FINE = (None, "correct", "reference", PENDING_STATUS)
+"""Parent statuses that need no repair (None: not known)."""
+
+
+def instructions(action: str, parent_is_root: bool, parent_status: str | None = None, pool: str = "") -> str:
+    """What to do in a step: a small step (a repair when its parent failed) or a large one, whose
+    `pool` sentence says what the pool holds here."""
+    if action == Action.small:
+        text = SMALL + (REPAIR.format(status=parent_status) if parent_status not in FINE else "")
+    else:
+        text = LARGE.format(pool=pool)
     return text + (FIRST if parent_is_root else "")
+
+
+def pool_sentence(size: int, c_pool: int, topup: bool, parent_is_root: bool, elsewhere: int) -> str:
+    """What the pool of a large step holds, and why it is empty when it is. `elsewhere`: correct kernels
+    of the tree that are not in it."""
+    text = ("The pool holds the best correct kernel of each segment (a large step and the small steps that "
+            f"refine it) on the path from the root to this step's parent, at most {c_pool}")
+    text += (", topped up with strong kernels of other branches (pool_topup is on for this task)." if topup else
+             "; kernels of other branches are left out (pool_topup is off for this task, as in the method), so "
+             "that large steps explore on their own.")
+    if size:
+        return text + f" Here it holds {size}."
+    why = "this step starts from the root, so its path holds no kernel" if parent_is_root else (
+        "no kernel on this path is correct yet")
+    if elsewhere and not topup:
+        why += (f"; the {elsewhere} correct kernels elsewhere in the tree are left out" if elsewhere > 1 else
+                "; the one correct kernel elsewhere in the tree is left out")
+    return text + f" Here it is empty: {why}."
+
+
+def first_finding(feedback: str | None) -> str:
+    """The first line of a feedback that says more than its status (the error, the reason, the trials)."""
+    lines = [ln.strip() for ln in (feedback or "").splitlines() if ln.strip()]
+    said = [ln for ln in lines if not ln.startswith("status:")]
+    return (said or lines or [""])[0]
+
+
+def duplicate_note(node_id: str, expansion_id: str | None, still_open: bool) -> str:
+    """What an evaluate_kernel call of code evaluated before did (nothing new) and what is left to do."""
+    text = f"this code was evaluated before, as node {node_id}: its result is shown and no new node was made"
+    if expansion_id and still_open:
+        return text + f"; expansion {expansion_id} is still open: send a different kernel with it"
+    if expansion_id:
+        return text + f" (node {node_id} answered expansion {expansion_id})"
+    return text
+
+
+def tie_note(count: int, reward: float | None, device: str) -> str:
+    """Why the order of correct kernels that were not timed says nothing about their speed."""
+    at = f" at reward {reward:.3f}" if reward is not None else ""
+    why = "this server has no GPU" if not device.startswith("cuda") else "their timings are missing"
+    return (f"{count} kernels tie{at}: none of them was timed ({why}), so their order (oldest first) says "
+            "nothing about which is faster")
 
 
 def no_timing_note(device: str) -> str:
@@ -41,8 +107,7 @@ def no_timing_note(device: str) -> str:
 
 def hardware_facts(device: str) -> str:
     if not device.startswith("cuda"):
-        return ("CPU only: kernels run through Triton's interpreter (TRITON_INTERPRET=1). Correctness is checked; "
-                "timing and speedup are not measured (null). Interpreted kernels are slow: keep grids modest.")
+        return "CPU only. " + INTERPRETER
     try:
         import torch
 

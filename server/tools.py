@@ -19,11 +19,12 @@ from typing import Annotated, Any, TypeVar
 
 import anyio
 import anyio.to_thread
+import orjson
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.context import Context
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp_types import ToolAnnotations
-from pydantic import Field
+from mcp_types import CallToolResult, TextContent, ToolAnnotations
+from pydantic import BaseModel, Field
 
 from .auth import ScopeError, current_caller
 from .config import ServerConfig
@@ -88,6 +89,16 @@ RuleId = Annotated[str, Field(min_length=1, max_length=MAX_ID_CHARS, description
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+def compact(result: Any) -> Any:
+    """A tool's typed result as it goes out: its structured content, and the same object as compact JSON
+    text (the SDK would write it indented)."""
+    if not isinstance(result, BaseModel):
+        return result
+    data = result.model_dump(mode="json")
+    return CallToolResult(content=[TextContent(type="text", text=orjson.dumps(data).decode())],
+                          structured_content=data)
+
+
 def register_tools(mcp: MCPServer, svc: Service, cfg: ServerConfig) -> None:
     """Register every tool of the server on `mcp`, answering from `svc` under the settings `cfg`."""
 
@@ -107,14 +118,14 @@ def register_tools(mcp: MCPServer, svc: Service, cfg: ServerConfig) -> None:
                 @functools.wraps(fn)
                 async def call_async(*args: Any, **kwargs: Any) -> Any:
                     with _tool_errors():
-                        return await fn(*args, **kwargs)
+                        return compact(await fn(*args, **kwargs))
 
                 mcp.tool(annotations=annotations, title=title)(call_async)
             else:
                 @functools.wraps(fn)
                 def call(*args: Any, **kwargs: Any) -> Any:
                     with _tool_errors():
-                        return fn(*args, **kwargs)
+                        return compact(fn(*args, **kwargs))
 
                 mcp.tool(annotations=annotations, title=title)(call)
             return fn
@@ -174,8 +185,8 @@ def register_tools(mcp: MCPServer, svc: Service, cfg: ServerConfig) -> None:
         """Select a node and a step (small refinement or large restructuring) by the search rules, and return
         what is needed to write the next kernel: instructions; the task's inputs, outputs, tolerance and device;
         the siblings already tried from this parent; for a small step the parent's code and feedback and the
-        branch history, for a large step the pool of strong kernels and the reference; skill memory, hardware
-        facts, and an expansion_id for evaluate_kernel."""
+        branch history, for a large step the pool (the best kernel of each segment on its path) and the
+        reference; skill memory, hardware facts, and an expansion_id for evaluate_kernel."""
         who = caller("write")
         return svc.search.expand(task_id, who)
 
@@ -187,20 +198,25 @@ def register_tools(mcp: MCPServer, svc: Service, cfg: ServerConfig) -> None:
         source: Annotated[Source | None, Field(description="the full candidate module (class ModelNew)")] = None,
         edits: Annotated[list[Edit] | None, Field(max_length=MAX_EDITS, description="exact replacements against "
                                                   "the parent node's code, applied in order")] = None,
-        parent_node_id: Annotated[str | None, Field(max_length=100, description="parent for edits or for "
-                                                    "placing the node; defaults to the expansion's node")] = None,
-        expansion_id: Annotated[str | None, Field(max_length=100, description="from expand_node")] = None,
+        parent_node_id: Annotated[str | None, Field(max_length=100, description=(
+            "the node this kernel refines, as a small step (edits apply to its code). Give it without "
+            "expansion_id to choose the node yourself, e.g. to repair a node that just failed (the repair path); "
+            "with expansion_id leave it out (it must be the expansion's node)"))] = None,
+        expansion_id: Annotated[str | None, Field(max_length=100, description="from expand_node: the kernel "
+                                                  "attaches to the node and step it chose")] = None,
     ) -> EvaluateResult:
-        """Check a candidate for correctness and speed and attach it to the tree. A failing kernel is a result
-        with a status and feedback. Identical code is not run again (duplicate=true). Long evaluations return
-        status 'pending': poll get_node with the node_id."""
+        """Check a candidate for correctness and speed and attach it to the tree: under the expansion's node
+        (expansion_id), under parent_node_id as a small step (the repair path of a failed node), else under the
+        root as a large step. A failing kernel is a result with a status and feedback. Identical code is not run
+        again: the earlier node's result comes back with duplicate=true, and the expansion stays open for a
+        different kernel. Long evaluations return status 'pending': poll get_node with the node_id."""
         who = caller("write")
         node_id, job, duplicate = await anyio.to_thread.run_sync(functools.partial(
             svc.search.submit, task_id=task_id, source=source, edits=edits, parent_node_id=parent_node_id,
             expansion_id=expansion_id, caller=who))
         if job is not None:
             await _await_job(job, ctx, node_id, cfg.wait_limit_s, cfg.progress_interval_s)
-        return await anyio.to_thread.run_sync(svc.search.node_result, node_id, duplicate)
+        return await anyio.to_thread.run_sync(svc.search.node_result, node_id, duplicate, expansion_id)
 
     @tool(annotations=READ, title="Best kernels")
     def best_candidates(

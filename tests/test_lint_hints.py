@@ -141,7 +141,7 @@ def feedback(src: str) -> str:
     return EvalResult(status=s.status, error=s.error, lint=s.issues).feedback()
 
 
-TANH = """import torch, triton
+ONE_CALL = """import torch, triton
 import triton.language as tl
 from triton.language.extra import libdevice
 
@@ -160,14 +160,14 @@ class ModelNew(torch.nn.Module):
 
 def test_tl_tanh_gets_the_idiom_that_works_here_and_no_look_alike_names(monkeypatch):
     monkeypatch.setenv("TRITON_INTERPRET", "1")
-    text = feedback(TANH.format(call="tl.tanh"))
+    text = feedback(ONE_CALL.format(call="tl.tanh"))
     assert "2 * tl.sigmoid(2 * x) - 1" in text
     assert "closest names" not in text and "tl.trans" not in text and "libdevice" not in text
 
 
 def test_libdevice_in_the_interpreter_is_reported_with_its_cause_before_it_runs(monkeypatch):
     monkeypatch.setenv("TRITON_INTERPRET", "1")
-    s = lint.check_candidate(TANH.format(call="libdevice.tanh"))
+    s = lint.check_candidate(ONE_CALL.format(call="libdevice.tanh"))
     assert s.status is not None and s.status.value == "compile_error"
     assert "does not run in Triton's interpreter" in s.error.message
     assert s.error.hint == "use 2 * tl.sigmoid(2 * x) - 1"
@@ -175,13 +175,13 @@ def test_libdevice_in_the_interpreter_is_reported_with_its_cause_before_it_runs(
 
 def test_libdevice_on_a_gpu_is_not_flagged(monkeypatch):
     monkeypatch.setenv("TRITON_INTERPRET", "0")
-    s = lint.check_candidate(TANH.format(call="libdevice.tanh"))
+    s = lint.check_candidate(ONE_CALL.format(call="libdevice.tanh"))
     assert s.status is None, s.error
 
 
 def test_one_message_per_problem_a_lint_error_is_not_repeated_as_a_lint_line(monkeypatch):
     monkeypatch.setenv("TRITON_INTERPRET", "1")
-    text = feedback(TANH.format(call="tl.tanh"))
+    text = feedback(ONE_CALL.format(call="tl.tanh"))
     assert text.count("tl.tanh does not exist") == 1, text
     assert "lint line" not in text
 
@@ -201,3 +201,44 @@ def test_a_nan_output_from_an_uninitialized_buffer_gets_a_hint_naming_torch_empt
 
     assert "torch.zeros" in nan_hint("acc = torch.empty(n, device=x.device)\nk[grid](x, acc)")
     assert "torch.empty" not in nan_hint("acc = torch.zeros(n)") and "other" in nan_hint("acc = torch.zeros(n)")
+
+
+def lint_hint(call: str) -> str:
+    s = lint.check_candidate(ONE_CALL.format(call=call))
+    assert s.status is not None and s.error is not None, call
+    return s.error.hint or ""
+
+
+@pytest.mark.parametrize("interpret", ["1", "0"])
+def test_every_missing_api_the_lint_knows_gets_a_hint_that_names_its_replacement(monkeypatch, interpret):
+    monkeypatch.setenv("TRITON_INTERPRET", interpret)
+    on_gpu = interpret == "0"
+    for name, r in KNOWN_REPLACEMENTS.items():
+        if hasattr(names._tl, name):
+            continue  # the installed Triton has it
+        for call in (f"tl.{name}", f"tl.math.{name}"):
+            assert lint_hint(call) == r.hint(interpret=not on_gpu), call
+    for name in LIBDEVICE_IN_INTERPRETER:
+        hint = lint_hint(f"tl.libdevice.{name}")
+        assert "does not exist" not in hint, (name, hint)
+        if on_gpu:
+            assert hint.startswith(f"use libdevice.{name}(x) after `from triton.language.extra import libdevice`")
+        else:
+            assert hint.startswith(names.libdevice_hint(name)), (name, hint)
+
+
+def test_tl_libdevice_rsqrt_names_tl_rsqrt_and_where_libdevice_went(monkeypatch):
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    assert lint_hint("tl.libdevice.rsqrt").startswith("use tl.rsqrt(x): tl.libdevice moved to "
+                                                      "triton.language.extra.libdevice")
+    monkeypatch.setenv("TRITON_INTERPRET", "0")
+    assert lint_hint("tl.libdevice.rsqrt") == ("use libdevice.rsqrt(x) after `from triton.language.extra import "
+                                               "libdevice` (tl.libdevice moved to triton.language.extra.libdevice); "
+                                               "or tl.rsqrt(x)")
+
+
+def test_an_unknown_name_without_a_replacement_gets_advice_not_the_error_again(monkeypatch):
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    s = lint.check_candidate(ONE_CALL.format(call="tl.zzqqxx"))
+    assert s.error is not None and s.error.hint and "does not exist" not in s.error.hint
+    assert feedback(ONE_CALL.format(call="tl.zzqqxx")).count("does not exist") == 1

@@ -1,6 +1,7 @@
 """A running `adaexplore serve --http`: bearer tokens, scopes, DNS-rebinding protection, both eras,
 concurrent agents on one tree, and a crash in the middle of an evaluation."""
 
+import json
 import time
 
 import anyio
@@ -70,6 +71,20 @@ def test_http_session_attributes_nodes_to_token(served, mode):
     version, node = anyio.run(main)
     assert version == ("2025-11-25" if mode == "legacy" else "2026-07-28")
     assert node["created_by"] == "alice" and node["status"] == "compile_error"
+
+
+def test_over_http_the_text_content_is_compact_json_of_the_structured_content(served):
+    srv, tok = served
+
+    async def main():
+        async with http_client(srv.url, tok["rw"]) as c:
+            reg = await c.call_tool("register_task", {"source": SOFTMAX, "name": "softmax"})
+            listed = await c.call_tool("list_tasks", {})
+            return [reg, listed]
+
+    for result in anyio.run(main):
+        text = result.content[0].text
+        assert "\n" not in text and json.loads(text) == result.structured_content
 
 
 @pytest.mark.slow

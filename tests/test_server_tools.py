@@ -128,6 +128,29 @@ def test_search_loop_failures_edits_duplicates_and_memory(server):
     assert "expand_node" in o["prompt"].messages[0].content.text
 
 
+def test_a_kernel_sent_again_with_its_expansion_runs_again_when_its_evaluation_was_lost(server):
+    from adaexplore.server.leases import infra_result
+
+    mcp, svc, tid = server
+    source = compile_error_kernel("lost")
+
+    async def send(c, expansion_id):
+        return (await c.call_tool("evaluate_kernel", {"task_id": tid, "source": source,
+                                                      "expansion_id": expansion_id})).structured_content
+
+    async def fn(c):
+        exp = (await c.call_tool("expand_node", {"task_id": tid})).structured_content
+        first = await send(c, exp["expansion_id"])
+        result, feedback = infra_result("LeaseExpired", "lost")
+        svc.store.finish_node(first["node_id"], status="infra_error", result=result, feedback=feedback,
+                              speedup=None, reward=None)
+        return first, await send(c, exp["expansion_id"])
+
+    first, again = call(mcp, fn)
+    assert again["node_id"] == first["node_id"] and not again["duplicate"]
+    assert again["status"] == "compile_error"
+
+
 def test_correct_kernel_and_best(server):
     mcp, _, tid = server
 

@@ -39,7 +39,7 @@ from ...common.vocab import Severity
 from ..results import ErrorInfo, LintIssue, Model, Status
 from .checker import _Checker
 from .core import _Finding
-from .hints import nan_hint  # noqa: F401  (re-exported: the server adds it to nan_output feedback)
+from .hints import nan_hint, runtime_hint  # noqa: F401  (re-exported: feedback hints after a run)
 
 __all__ = ["StaticReport", "check_candidate", "is_error"]
 

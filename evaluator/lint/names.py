@@ -137,6 +137,9 @@ LIBDEVICE_NOT_INTERPRETED = ("libdevice does not run in Triton's interpreter, wh
                              "(no GPU: TRITON_INTERPRET=1); there it returns None")
 
 
+WRITE_IT_WITH_TL = "write it with triton.language operations (tl.exp, tl.log, tl.sqrt, tl.where, ...)"
+
+
 def libdevice_hint(name: str) -> str:
     """What to use instead of libdevice.<name> under the interpreter."""
     r = LIBDEVICE_IN_INTERPRETER.get(name)
@@ -144,7 +147,20 @@ def libdevice_hint(name: str) -> str:
         return r.hint(interpret=True)
     if _tl is not None and callable(getattr(_tl, name, None)):
         return f"use tl.{name}(x)"
-    return "write it with triton.language operations (tl.exp, tl.log, tl.sqrt, tl.where, ...)"
+    return WRITE_IT_WITH_TL
+
+
+def moved_libdevice_hint(name: str | None, interpret: bool) -> str:
+    """What replaces tl.libdevice.<name> (gone from triton.language: libdevice lives in
+    triton.language.extra.libdevice), in the mode kernels run in; `name` None when unknown."""
+    moved = "tl.libdevice moved to triton.language.extra.libdevice"
+    if interpret:
+        instead = libdevice_hint(name) if name else "use the tl.* functions (tl.exp, tl.log, tl.sqrt, tl.rsqrt, ...)"
+        return f"{instead}: {moved}, which Triton's interpreter (used by this server) does not run"
+    call = f"libdevice.{name}(x)" if name else "libdevice.<name>(x)"
+    tl_way = libdevice_hint(name) if name else WRITE_IT_WITH_TL
+    also = f"; or {tl_way.removeprefix('use ')}" if tl_way.startswith("use ") else ""
+    return f"use {call} after `from triton.language.extra import libdevice` ({moved}){also}"
 
 
 # --------------------------------------------------------------------------------------------
@@ -195,17 +211,15 @@ def _public(mod: types.ModuleType) -> list[str]:
 
 def _unknown_hint(mod: types.ModuleType, attr: str) -> str:
     canon = _canon(mod)
-    parts = []
     if canon in ("tl", "tl.math") and attr in KNOWN_REPLACEMENTS:
         # The idiom that works is the answer; a look-alike name (tl.trans for tl.tanh) only misleads.
         return KNOWN_REPLACEMENTS[attr].hint(interpreting())
+    if canon in ("tl", "tl.math") and attr == "libdevice":
+        return moved_libdevice_hint(None, interpreting())
     close = difflib.get_close_matches(attr, _public(mod), n=3, cutoff=0.6)
     if close:
-        parts.append("closest names: " + ", ".join(f"{canon}.{c}" for c in close))
-    if not parts:
-        parts.append(f"{canon}.{attr} does not exist in the installed Triton "
-                     f"{getattr(_triton, '__version__', '?')}")
-    return "; ".join(parts)
+        return "closest names: " + ", ".join(f"{canon}.{c}" for c in close)
+    return WRITE_IT_WITH_TL if canon.startswith("tl") else f"check the spelling against dir({mod.__name__})"
 
 
 class _NamesMixin(_CheckerState):
@@ -338,9 +352,16 @@ class _NamesMixin(_CheckerState):
                     if nxt is _MISSING:
                         return
                 else:
+                    canon = _canon(obj)
+                    if attr == "libdevice" and canon in ("tl", "tl.math") and i == len(parts) - 2:
+                        # tl.libdevice.rsqrt: reported here, where the function is known, with the same
+                        # message and construct the inner node gives (the checks keep the first of the two).
+                        severity, status = sev
+                        self.add(n, f"{canon}.libdevice does not exist in the installed Triton", f"{canon}.libdevice",
+                                 severity, status, moved_libdevice_hint(parts[-1], interpreting()))
+                        return
                     if i != len(parts) - 1:
                         return  # reported when the inner Attribute node is visited
-                    canon = _canon(obj)
                     if canon == "math":
                         return  # Python's math: an AttributeError, but not our business here
                     severity, status = sev

@@ -340,6 +340,19 @@ def _candidate_line(exc: BaseException, source_lines: list[str]) -> int | None:
     return line
 
 
+def _arange_bounds(exc: BaseException) -> tuple[int, int] | None:
+    """(start, end) of the tl.arange call that failed, read from Triton's own frame in the traceback."""
+    for tb in _tracebacks(exc):
+        while tb is not None:
+            frame = tb.tb_frame
+            if frame.f_code.co_name == "arange" and f"{os.sep}triton{os.sep}" in frame.f_code.co_filename:
+                start, end = frame.f_locals.get("start"), frame.f_locals.get("end")
+                if type(start) is int and type(end) is int:
+                    return start, end
+            tb = tb.tb_next
+    return None
+
+
 def _tracebacks(exc: BaseException) -> list:
     """The exception's traceback, then its causes' (the innermost line wins)."""
     out, seen = [], set()
@@ -357,6 +370,9 @@ def error_info(exc: BaseException, source: str | None, limit: int = 600) -> dict
     message = str(exc).strip() or repr(exc)
     if len(message) > limit:
         message = message[: limit // 2] + " ... " + message[-limit // 2:]
+    bounds = _arange_bounds(exc)
+    if bounds is not None:  # Triton names no value; the failing call's own arguments do
+        message += f" (here tl.arange({bounds[0]}, {bounds[1]}): a range of {bounds[1] - bounds[0]})"
     info: dict[str, Any] = {"error_class": type(exc).__name__, "message": message}
     if line and 1 <= line <= len(lines):
         info["line"] = line
