@@ -404,12 +404,9 @@ class SkillMemoryResult(Out):
     rendered: str = Field(description="ready to paste into a prompt")
     rules: list[RuleInfo] = Field(description="the rules, ranked")
     withheld: list[WithheldRuleInfo] = Field(
-        [], description="stored rules that are not served, each with why; total_rules = len(rules) + len(withheld) "
-                        "+ not_listed")
-    not_listed: int = Field(0, description="rules neither listed nor withheld: unconfirmed ones when "
-                                           "include_candidates is false, or past the list's limit")
-    retrieval: str = Field("", description="how record_failure finds `closest` rules: semantic (embeddings) and "
-                                           "lexical, or lexical only")
+        [], description="rules never served, with why; total_rules = rules + withheld + not_listed")
+    not_listed: int = Field(0, description="unconfirmed rules left out, or past the list's limit")
+    retrieval: str = Field("", description="how `closest` rules are found: embeddings and lexical, or lexical")
     available: bool = True
     threshold: int = Field(3, description="distinct tasks a rule needs to become active")
     total_rules: int = Field(0, description="all rules, including candidates, contradicted and retired ones")
@@ -481,8 +478,7 @@ class RecordFailureResult(Out):
     kept_apart_from: list[str] = Field([], description="the rules (distinct_from) now kept apart from this one")
     closest: list[CloseRuleInfo] = Field(
         [], description="up to 5 other stored rules closest to this one; if one says the same thing, call "
-                        "record_failure again with the same rule and same_as=<its rule_id>; if none does, you may "
-                        "call keep_rules_apart so they are not proposed again")
+                        "record_failure again with the same rule and same_as=<its rule_id>")
 
 
 class GroupMemberInfo(Out):
