@@ -15,6 +15,7 @@ import sys
 
 import anyio
 import pytest
+from conftest import HAS_CUDA
 from mcp import Client, StdioServerParameters
 from server_support import EXAMPLES, compile_error_kernel, env, variant
 
@@ -93,7 +94,11 @@ def test_a_scripted_agent_session_sees_what_it_needs_and_nothing_twice(tmp_path)
 
     # the failures: the cause named, hints that work here, each problem said once
     tanh, libdevice, lint, good = o["results"]
-    assert good["status"] == "correct" and good["reward"] == pytest.approx(0.509, abs=1e-3)
+    assert good["status"] == "correct"
+    if HAS_CUDA:  # timed: the reward moves with the measured speedup
+        assert 0.05 < good["reward"] <= 1.0
+    else:  # untimed on the interpreter: a correct kernel's reward without a speedup
+        assert good["reward"] == pytest.approx(0.509, abs=1e-3)
     assert lint["reward"] == 0.05
     assert "2 * tl.sigmoid(2 * x) - 1" in tanh["feedback"] and "closest names" not in tanh["feedback"]
     if INTERPRET:

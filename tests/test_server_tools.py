@@ -41,7 +41,7 @@ def test_listing_in_both_protocol_eras(server, mode):
     assert set(tools) == {"register_task", "list_tasks", "get_node", "tree_summary", "expand_node",
                           "evaluate_kernel", "best_candidates", "get_skill_memory", "record_failure",
                           "retire_rule", "edit_rule", "export_memory", "import_memory", "synthesize_task",
-                          "list_rule_groups", "merge_rules", "unmerge_rules", "profile_kernel"}
+                          "list_rule_groups", "merge_rules", "unmerge_rules", "keep_rules_apart", "profile_kernel"}
     for t in tools.values():
         assert t.annotations is not None and t.output_schema is not None
         assert t.annotations.read_only_hint is not None and t.annotations.idempotent_hint is not None
