@@ -47,8 +47,9 @@ has been seen on enough distinct tasks. Work in rounds of {count} tasks:
 4. For every failed kernel, find the root cause in the feedback and call record_failure(rule=..., node_id=...)
    with one short, general sentence: "do X, not Y", naming the API involved (e.g. "Do not call
    tl.float32(x); use x.to(tl.float32)"). Skip failures that are plain numerical mismatches of your own logic.
-   Equivalent rules are merged and counted once per task. If the answer lists `closest` rules and one of them
-   says the same thing, call record_failure again with same_as=<its rule_id>.
+   The same wording, or the same error with the same fix, is merged by itself and counted once per task. If
+   the answer lists `closest` rules and one of them says the same thing, call record_failure again with
+   same_as=<its rule_id>; if they only look alike, pass their ids as distinct_from instead.
 5. Call get_skill_memory(include_candidates=true) again and compare the counts with the previous round.
    Start another round (from step 2, with new tasks) while new rules keep appearing or candidates keep
    gaining occasions; stop when a round adds no new rule and activates no candidate: the memory has stopped
@@ -65,8 +66,9 @@ Rules are written by many agents in many words; the memory is only useful if one
    masked max vs the start value of a running max).
 3. For each set of rules that are one, call merge_rules(rule_ids=[...], reason="...") with a short reason;
    pass into=<rule_id> to keep the clearest wording. Every member keeps its evidence and counts.
-4. If a merge was wrong, call unmerge_rules(merge_id) with the merge_id it returned.
-5. Call list_rule_groups again and repeat until the groups left hold only rules that differ.
+4. For rules of a group that differ, call keep_rules_apart(rule_ids=[...]): no group or proposal pairs them
+   again. If a merge was wrong, call unmerge_rules(merge_id) with the merge_id it returned.
+5. Call list_rule_groups again and repeat until no group is left, or only groups you could not judge.
 6. Finish with get_skill_memory and report the merges you made (merge ids, rules) and the groups you left."""
 
 
