@@ -1,8 +1,10 @@
-"""The `adaexplore` command: serve, eval, token, tasks, memory, demo (runs in the user's shell process)."""
+"""The `adaexplore` command: serve, eval, token, tasks, memory, demo (runs in the user's shell process;
+`serve` is also the server process that `demo` and MCP clients start)."""
 
 from __future__ import annotations
 
 import argparse
+import atexit
 import getpass
 import json
 import logging
@@ -10,10 +12,14 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..evaluator.sandbox import confine
 from .config import ServerConfig
 from .errors import ServiceError
+
+if TYPE_CHECKING:
+    from .store import Store
 
 
 def _login() -> str:
@@ -135,10 +141,18 @@ def where_time_went(trace: list[dict], wall_s: float, timed: bool) -> str:
 
 
 def cmd_token(args: argparse.Namespace) -> int:
-    from .auth import issue_token, parse_scopes
     from .store import Store
 
     store = Store(_config(args).db_path)
+    try:
+        return _token(args, store)
+    finally:
+        store.close()
+
+
+def _token(args: argparse.Namespace, store: Store) -> int:
+    from .auth import issue_token, parse_scopes
+
     if args.token_cmd == "issue":
         try:
             token = issue_token(store, args.name, parse_scopes(args.scopes))
@@ -219,6 +233,8 @@ def cmd_memory(args: argparse.Namespace) -> int:
     except (OSError, ValueError, KeyError, TypeError) as exc:  # unreadable or malformed import file
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    finally:
+        mem.db.close()
     return 0
 
 
@@ -322,5 +338,39 @@ def main(argv: list[str] | None = None) -> int:
     return int(args.fn(args) or 0)
 
 
+def run() -> int:
+    """The program (`adaexplore`, `python -m adaexplore.server.cli`): `main`, and an exit without the
+    interpreter's teardown.
+
+    When the interpreter tears down, Triton's native extension reports every object of its own
+    still alive (one a busy thread holds, one in a cycle not yet collected) as leaked: some thirty
+    lines that read as a crash. Python's orderly steps still run (threads joined, exit handlers run,
+    logging flushed); only the teardown after them is skipped, by the handler registered here, first
+    and so run last. Every command has closed what it opened by then: its evaluator's processes
+    reaped, its database closed."""
+    outcome = [1]  # an exception that escapes `main` exits 1, as Python's own would
+
+    atexit.register(_leave, outcome)
+    try:
+        outcome[0] = main()
+    except SystemExit as exc:  # argparse's and the commands' refusals: Python prints the message
+        outcome[0] = exc.code if isinstance(exc.code, int) else 0 if exc.code is None else 1
+        raise
+    except KeyboardInterrupt:
+        outcome[0] = 130
+        raise
+    return outcome[0]
+
+
+def _leave(outcome: list[int]) -> None:
+    logging.shutdown()  # its own exit handler was registered before this one, so it would not run
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed pipe or stream: nothing more can reach the reader
+            pass
+    os._exit(outcome[0])
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run())

@@ -603,6 +603,12 @@ def main() -> None:
                                         "memory_limit": limits.memory_available,
                                         "device_watch": zygote.watch is not None}}))
     zygote.serve()
+    # Its children are reaped and its cgroups removed: nothing is left to close, and the interpreter's
+    # teardown would only have Triton's native extension report its live objects as leaked on
+    # stderr, which is the user's.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":
