@@ -69,11 +69,22 @@ def with_hint(result: EvalResult, source: str, task_source: str, interpreted: bo
     return result.model_copy(update={"error": result.error.model_copy(update={"hint": hint})})
 
 
+TOO_LARGE = "the task is too large for this machine: "
+
+
 def reference_failed(ref: Reference) -> EvalResult:
-    """The result of a candidate whose task's reference failed."""
-    return EvalResult(status=Status.infra_error, error=ErrorInfo(
-        # only called when the reference has an error
-        error_class="ReferenceError", message="the task's reference failed: " + ref.error.message))  # type: ignore[union-attr]
+    """The result of a candidate whose task's reference failed (a task too large says so: see `retried`)."""
+    error = ref.error
+    assert error is not None  # only called when the reference has an error
+    why = TOO_LARGE if error.error_class == "TaskTooLarge" else "the task's reference failed: "
+    return EvalResult(status=Status.infra_error, error=ErrorInfo(error_class="ReferenceError", message=why + error.message))
+
+
+def retried(result: EvalResult) -> bool:
+    """Whether an evaluation that ended so is tried once more: an infra error may pass, a task too
+    large for this machine stays so (a second try would only run its reference again)."""
+    return result.status is Status.infra_error and not (result.error is not None
+                                                        and result.error.message.startswith(TOO_LARGE))
 
 
 def checked_so_far(before: list[tuple[dict, list]] | None, ref: Reference, protocol: EvalProtocol,
@@ -119,7 +130,7 @@ class CandidatePipeline:
             result = self._evaluate_once(task, source, protocol)
             if result.status is Status.infra_error and result.error and result.error.message == REFERENCE_LOST:
                 self.references.forget(task, protocol)  # evicted from the judge: measured again below
-            if result.status is Status.infra_error:
+            if retried(result):
                 log.warning("infra error evaluating a candidate for %s, retrying: %s", task.name,
                             result.error.message if result.error else "")
                 result = self._evaluate_once(task, source, protocol)

@@ -107,7 +107,7 @@ class JobRunner:
                                triton_cache_dir=str(base / "triton-cache"), visible_devices=self.visible_devices,
                                max_processes=max_processes)
         # Reference outputs live in the judge, on this evaluator's device, within its budget
-        # (0: judge.process.GPU_SHARE of the GPU's memory, or on the CPU 4 GiB or an eighth of the memory if less),
+        # (0: judge.process.GPU_SHARE of the GPU's memory, or on the CPU judge.process.cpu_budget of the memory free),
         # and beside a GPU those that do not fit there in host memory (-1: judge.process.HOST_SHARE of it).
         self.judge = JudgeClient(self.job_device if self.visible_devices else self.device, judge_budget_bytes,
                                  visible_devices=self.visible_devices, work_dir=str(base),

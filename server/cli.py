@@ -19,6 +19,7 @@ from .config import ServerConfig
 from .errors import ServiceError
 
 if TYPE_CHECKING:
+    from ..evaluator.results import ErrorInfo
     from .store import Store
 
 
@@ -110,6 +111,13 @@ def cmd_eval(args: argparse.Namespace) -> int:
     started = time.monotonic()
     # One shot: its answer compares with torch.compile too, and that baseline is stored for the next run.
     with Evaluator(device=args.device, trace=True, wait_for_compile=True) as ev:
+        # The task first, as a server registers it: one that cannot be evaluated here is refused
+        # before any candidate runs (its reference is kept for the candidate).
+        validation = ev.validate_task(task)
+        if not validation.ok:
+            refusal = _refusal(validation.error)
+            print(f"error: {refusal}", file=sys.stderr)
+            return 1 if refusal.startswith(INFRA_REFUSAL) else 2
         result = ev.evaluate(task, source)
         trace, timed = list(ev.trace or []), ev.timed
     if args.json:
@@ -119,6 +127,23 @@ def cmd_eval(args: argparse.Namespace) -> int:
         print(result.feedback(4000))
     print(where_time_went(trace, time.monotonic() - started, timed), file=sys.stderr)
     return 0 if result.ok else 1
+
+
+INFRA_REFUSAL = "the evaluator could not run the task's reference"
+
+
+def _refusal(error: ErrorInfo | None) -> str:
+    """Why `adaexplore eval` refuses a task whose validation failed (`error`), in the words of the
+    server's refusal at registration."""
+    if error is None:
+        return "the task's reference did not run"
+    if error.error_class == "InfraError":  # ours: the task is not to blame
+        return f"{INFRA_REFUSAL}: {error.message}; try again"
+    if error.error_class == "TaskTooLarge":
+        return (f"task too large for this machine: {error.message}. Make its inputs or outputs smaller, or "
+                "evaluate it on a larger device")
+    line = f" (line {error.line})" if error.line else ""
+    return f"bad task: the reference does not run: {error.error_class}: {error.message}{line}"
 
 
 def where_time_went(trace: list[dict], wall_s: float, timed: bool) -> str:

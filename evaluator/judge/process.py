@@ -46,7 +46,7 @@ from ..reference import Reference
 from ..results import Tolerance
 from ..sandbox import ring as rings
 from ..sandbox import wire
-from ..sandbox.procs import die_with_parent, physical_memory
+from ..sandbox.procs import available_memory, die_with_parent, physical_memory
 from ..verdict import degenerate_flags
 from .store import BudgetBusy, BudgetExceeded, OutputStore
 
@@ -369,11 +369,27 @@ class Judge:
 GPU_SHARE = 0.42
 
 
+# On the CPU the references live in host memory beside the server and its workers (a reference
+# job holds a trial's outputs and its inputs while it sends them), so the judge takes a share of
+# the memory that is free when it starts, not of the machine's: CPU_SHARE of it, but never so much
+# that less than CPU_KEEP_BYTES is left to the others, and at least CPU_MIN_BYTES.
+CPU_SHARE = 0.5
+CPU_KEEP_BYTES = 4 << 30
+CPU_MIN_BYTES = 256 << 20
+
+
+def cpu_budget(available_bytes: int) -> int:
+    """The judge's budget on the CPU, where `available_bytes` of memory are available (see above)."""
+    return max(CPU_MIN_BYTES, min(int(CPU_SHARE * available_bytes), available_bytes - CPU_KEEP_BYTES))
+
+
 def default_budget(device: torch.device) -> int:
-    """GPU_SHARE of the GPU's memory; on the CPU 4 GiB, or an eighth of the machine's memory if less."""
+    """GPU_SHARE of the GPU's memory; on the CPU `cpu_budget` of the memory available now (where
+    the system cannot say, 4 GiB, or an eighth of the machine's memory if less)."""
     if device.type == "cuda":
         return int(GPU_SHARE * torch.cuda.get_device_properties(device).total_memory)
-    return min(4 << 30, physical_memory() // 8)
+    available = available_memory()
+    return cpu_budget(available) if available is not None else min(4 << 30, physical_memory() // 8)
 
 
 # The judge's share of host memory, on a GPU, for references that do not fit its device share

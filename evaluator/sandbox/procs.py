@@ -1,5 +1,6 @@
 """Linux process facts and controls the warm parent needs: /proc state, parentage, prctl; and
-the machine's physical memory, which the evaluator and the judge size their budgets by."""
+the machine's physical memory and the memory available now, which the evaluator and the judge
+size their budgets by."""
 
 from __future__ import annotations
 
@@ -18,6 +19,29 @@ def physical_memory() -> int:
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError):  # pragma: no cover
         return 16 << 30
+
+
+def available_memory() -> int | None:
+    """Bytes of memory that new work can have now without swapping: the kernel's MemAvailable,
+    within what this process's cgroup still allows; None if the system cannot say."""
+    try:
+        with open("/proc/meminfo") as fh:
+            found = [int(line.split()[1]) * 1024 for line in fh if line.startswith("MemAvailable:")]
+    except (OSError, ValueError, IndexError):
+        return None
+    if not found:
+        return None
+    available = found[0]
+    try:  # cgroup v2, as a container sees it: its limit less its use
+        with open("/sys/fs/cgroup/memory.max") as fh:
+            limit = fh.read().strip()
+        with open("/sys/fs/cgroup/memory.current") as fh:
+            used = int(fh.read().strip())
+        if limit != "max":
+            available = min(available, max(0, int(limit) - used))
+    except (OSError, ValueError):
+        pass
+    return available
 
 
 def _prctl(option: int, value: int) -> None:
