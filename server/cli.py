@@ -1,4 +1,5 @@
-"""The `adaexplore` command: serve, eval, token, tasks, memory, demo (runs in the user's shell process)."""
+"""The `adaexplore` command: serve, eval, token, tasks, memory, demo, bench, report (runs in the user's shell
+process)."""
 
 from __future__ import annotations
 
@@ -314,6 +315,10 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--data-dir", help="use this state directory instead of a temporary one")
     d.add_argument("--keep", action="store_true", help="keep the temporary state directory")
     d.set_defaults(fn=cmd_demo)
+
+    from .bench.cli import add_parsers as bench_parsers  # argparse only; the bench loads when it runs
+
+    bench_parsers(sub)
     return p
 
 
