@@ -140,14 +140,14 @@ class Driver:
             self.state.add_step(rec)
             self.on_step(self.state.variant, run.name, rec)
 
-    async def _choose(self, run: TaskRun) -> tuple[str, dict[str, Any]]:
+    async def _choose(self, run: TaskRun, step: int) -> tuple[str, dict[str, Any]]:
         """The user message of the next step and the evaluate_kernel arguments that place its kernel."""
         tid = run.reg.task_id
         if self.method is Method.tree:
             exp = await self.s.call("expand_node", {"task_id": tid})
             if exp.get("budget_exhausted"):
                 raise ToolCallError("expand_node: the task's step budget on the server is used up")
-            msg = expansion_message(run.name, exp, self.memory, run.source)
+            msg = expansion_message(run.name, step, self.limits.budget.steps, exp, self.memory, run.source)
             return msg, {"expansion_id": exp["expansion_id"], "_action": exp.get("action"),
                          "_parent": (exp.get("parent") or {}).get("node_id")}
         parent: dict[str, Any] | None = None
@@ -156,7 +156,8 @@ class Driver:
             pick = best["candidates"][0]["node_id"] if best.get("candidates") else run.last_node
             if pick and pick != run.reg.root_node_id:
                 parent = await self.s.call("get_node", {"node_id": pick, "include_code": True})
-        msg = chosen_message(run.name, parent, run.facts, run.source, run.memory_text if self.memory else "")
+        msg = chosen_message(run.name, step, self.limits.budget.steps, parent, run.facts, run.source,
+                             run.memory_text if self.memory else "")
         if parent:
             return msg, {"parent_node_id": parent["node_id"], "_action": "small", "_parent": parent["node_id"]}
         return msg, {"_action": "large", "_parent": run.reg.root_node_id}
@@ -165,7 +166,7 @@ class Driver:
         t0 = time.monotonic()
         base = {"task": run.name, "step": step, "agent": agent}
         try:
-            user, place = await self._choose(run)
+            user, place = await self._choose(run, step)
         except ToolCallError as exc:
             return StepRecord(**base, status="tool_error", wall_s=time.monotonic() - t0, feedback=str(exc)[:300])
         action, parent = place.pop("_action", None), place.pop("_parent", None)

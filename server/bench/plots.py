@@ -80,8 +80,7 @@ def verdicts(path: Path, shares: Mapping[str, Mapping[str, float]]) -> Path:
         left = [a + b for a, b in zip(left, widths)]
     ax.set_xlim(0, 1)
     ax.set_xlabel("share of steps")
-    ax.legend(fontsize=7, ncol=3, loc="upper center", bbox_to_anchor=(0.5, -0.35 if len(names) < 3 else -0.2),
-              frameon=False)
+    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
     ax.set_title("Steps by verdict", fontsize=10)
     return _save(fig, path, plt)
 

@@ -58,9 +58,14 @@ def _facts(facts: dict[str, Any] | None, reference: str | None) -> list[str]:
     return out
 
 
-def expansion_message(task: str, exp: dict[str, Any], memory: bool, reference: str | None) -> str:
+def _head(task: str, step: int, budget: int) -> str:
+    return f"Task name: {task}\nStep {step} of {budget}"
+
+
+def expansion_message(task: str, step: int, budget: int, exp: dict[str, Any], memory: bool,
+                      reference: str | None) -> str:
     """The user message of a tree step: what expand_node returned."""
-    parts = [f"Task name: {task}", f"# Step: {exp.get('action')}", str(exp.get("instructions", ""))]
+    parts = [_head(task, step, budget), f"# Step: {exp.get('action')}", str(exp.get("instructions", ""))]
     parts += _facts(exp.get("task"), reference if exp.get("action") == "large" else None)
     parts += _node("Parent kernel", exp.get("parent"))
     if exp.get("parent_profile"):
@@ -80,10 +85,10 @@ def expansion_message(task: str, exp: dict[str, Any], memory: bool, reference: s
     return "\n\n".join(p for p in parts if p)
 
 
-def chosen_message(task: str, parent: dict[str, Any] | None, facts: dict[str, Any] | None, reference: str,
-                   memory_text: str) -> str:
+def chosen_message(task: str, step: int, budget: int, parent: dict[str, Any] | None, facts: dict[str, Any] | None,
+                   reference: str, memory_text: str) -> str:
     """The user message of a chain or sample step: a small step from `parent`, or a large step from the root."""
-    parts = [f"Task name: {task}", f"# Step: {'small' if parent else 'large'}", SMALL_STEP if parent else LARGE_STEP]
+    parts = [_head(task, step, budget), f"# Step: {'small' if parent else 'large'}", SMALL_STEP if parent else LARGE_STEP]
     parts += _facts(facts, reference)
     parts += _node("Parent kernel", parent)
     if memory_text:

@@ -3,8 +3,8 @@
 Runs in a thread of the bench process (`--driver replay`) or of a test. It stands in for a model: the bench
 reaches it through the same `openai` client and the same checks as a real endpoint, so a replay run exercises
 everything but the model. Layout of the folder: one subfolder per task, named as the task (the task file's
-stem), holding candidate modules; the n-th request about a task is answered with its n-th file in name order
-(cycling). Requests for a rule get a fixed rule, the availability probe gets "OK". It checks the bearer key.
+stem), holding candidate modules; the request for step n of a task (its "Step n of N" line) is answered with
+the task's n-th file in name order, cycling (without that line, the n-th request is). Requests for a rule get a fixed rule, the availability probe gets "OK". It checks the bearer key.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from typing import Any
 import orjson
 
 _TASK = re.compile(r"^Task name: (\S+)", re.M)
+_STEP = re.compile(r"^Step (\d+) of \d+", re.M)
 RULE_ANSWER = "Rule: declare every block size used by tl.arange as a tl.constexpr parameter; do not pass a runtime int."
 
 
@@ -31,6 +32,7 @@ class ReplayEndpoint:
         self.api_key = api_key or secrets.token_hex(8)
         self.counts: dict[str, int] = {}
         self.requests = 0
+        self.rule_requests = 0
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", port), _handler(self))
         self._server.daemon_threads = True
@@ -59,6 +61,8 @@ class ReplayEndpoint:
         if text.strip() == "Reply with OK.":
             return "OK"
         if "A kernel you wrote failed" in text:
+            with self._lock:
+                self.rule_requests += 1
             return RULE_ANSWER
         m = _TASK.search(text)
         task = m.group(1) if m else ""
@@ -68,6 +72,9 @@ class ReplayEndpoint:
         with self._lock:
             n = self.counts.get(task, 0)
             self.counts[task] = n + 1
+        step = _STEP.search(text)
+        if step:
+            n = int(step.group(1)) - 1
         return "Here is the kernel.\n\n```python\n" + files[n % len(files)].read_text() + "```\n"
 
 
