@@ -51,9 +51,12 @@ def cmd_bench(args: argparse.Namespace) -> int:
         except EndpointError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
+    if args.adapt_rounds and args.no_memory:
+        print("error: --adapt-rounds builds the skill memory; it cannot go with --no-memory", file=sys.stderr)
+        return 2
     settings = BenchSettings(
         run_dir=Path(args.run_dir), task_files=files, methods=[Method(m) for m in _methods(args.method)],
-        memory=not args.no_memory, agents=args.agents, parallel_variants=args.parallel, device=args.device,
+        memory=not args.no_memory, agents=args.agents, adapt_rounds=args.adapt_rounds, adapt_tasks=args.adapt_tasks, parallel_variants=args.parallel, device=args.device,
         budget=Budget(steps=args.steps, max_tokens=args.max_tokens, max_seconds=args.time_limit),
         progress=not args.no_progress)
     return run(settings, endpoint, replay)
@@ -86,6 +89,10 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                    help="tree (AdaExplore, default), chain (refine the best so far), sample (independent "
                         "samples), or all; repeat or comma-separate to compare in one run")
     b.add_argument("--no-memory", action="store_true", help="run without the skill memory (variants named -nomem)")
+    b.add_argument("--adapt-rounds", type=int, default=0, metavar="N",
+                   help="before the search, N rounds of the Adapt stage (the server's adapt prompt: new tasks "
+                        "from synthesize_task, one kernel each, rules from the failures); needs the memory")
+    b.add_argument("--adapt-tasks", type=int, default=3, metavar="K", help="new tasks per Adapt round (default 3)")
     b.add_argument("--driver", choices=("openai", "replay"), default="openai",
                    help="openai: any OpenAI-compatible endpoint; replay: answer from --replay-dir")
     b.add_argument("--replay-dir", help="replay: one subfolder of candidate kernels per task (named as the task)")

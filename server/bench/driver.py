@@ -178,23 +178,30 @@ class Driver:
         if code is None:
             return StepRecord(**base, status="no_code", tokens=tokens, wall_s=time.monotonic() - t0)
         try:
-            r = await self.s.call("evaluate_kernel", {"task_id": run.reg.task_id, "source": code, **place})
-            while r.get("status") == "pending":
-                await anyio.sleep(1.0)
-                r = await self.s.call("get_node", {"node_id": r["node_id"]})
+            r = await self.evaluate({"task_id": run.reg.task_id, "source": code, **place})
         except ToolCallError as exc:
             return StepRecord(**base, status="tool_error", tokens=tokens, wall_s=time.monotonic() - t0,
                               feedback=str(exc)[:300])
         status = "duplicate" if r.get("duplicate") else str(r.get("status"))
         if self.memory and status in RULE_STATUSES and r.get("feedback"):
-            tokens += await self._record_rule(run, r["node_id"], str(r["feedback"]))
+            tokens += await self.record_rule(run.system, r["node_id"], str(r["feedback"]))
         return StepRecord(**base, status=status, node_id=r.get("node_id"), speedup=r.get("speedup"),
                           speedup_compile=speedup_vs_compile(r.get("feedback"), r.get("runtime_ms")),
                           runtime_ms=r.get("runtime_ms"), tokens=tokens, wall_s=time.monotonic() - t0)
 
-    async def _record_rule(self, run: TaskRun, node_id: str, feedback: str) -> int:
-        """Ask the model for a rule explaining a failure and record it (step 5 of the optimize prompt)."""
-        answer = await self.chat.ask(run.system, RULE_REQUEST.format(feedback=feedback[:2000]))
+    async def evaluate(self, args: dict[str, Any]) -> dict[str, Any]:
+        """evaluate_kernel, then get_node until the verdict is in (past the server's wait limit it answers
+        'pending')."""
+        r = await self.s.call("evaluate_kernel", args)
+        while r.get("status") == "pending":
+            await anyio.sleep(1.0)
+            r = await self.s.call("get_node", {"node_id": r["node_id"]})
+        return r
+
+    async def record_rule(self, system: str, node_id: str, feedback: str) -> int:
+        """Ask the model for a rule explaining a failure and record it (step 5 of the optimize prompt); the
+        tokens it took."""
+        answer = await self.chat.ask(system, RULE_REQUEST.format(feedback=feedback[:2000]))
         self.limits.tokens += answer.tokens
         rule = one_rule(answer.text)
         if rule and rule.lower().rstrip(".") != "none":

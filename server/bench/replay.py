@@ -4,7 +4,9 @@ Runs in a thread of the bench process (`--driver replay`) or of a test. It stand
 reaches it through the same `openai` client and the same checks as a real endpoint, so a replay run exercises
 everything but the model. Layout of the folder: one subfolder per task, named as the task (the task file's
 stem), holding candidate modules; the request for step n of a task (its "Step n of N" line) is answered with
-the task's n-th file in name order, cycling (without that line, the n-th request is). Requests for a rule get a fixed rule, the availability probe gets "OK". It checks the bearer key.
+the task's n-th file in name order, cycling (without that line, the n-th request is). A request to write a new
+task (the Adapt stage) gets the next file of the folder's `_synthetic` subfolder, one for a rule a fixed rule,
+the availability probe "OK". It checks the bearer key.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ class ReplayEndpoint:
         self.counts: dict[str, int] = {}
         self.requests = 0
         self.rule_requests = 0
+        self.seen: list[str] = []  # the user messages asked, in order
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", port), _handler(self))
         self._server.daemon_threads = True
@@ -58,6 +61,8 @@ class ReplayEndpoint:
     def answer(self, messages: list[dict[str, Any]]) -> str:
         """The scripted answer to a conversation."""
         text = "\n".join(str(m.get("content", "")) for m in messages if m.get("role") == "user")
+        with self._lock:
+            self.seen.append(text)
         if text.strip() == "Reply with OK.":
             return "OK"
         if "A kernel you wrote failed" in text:
@@ -66,6 +71,8 @@ class ReplayEndpoint:
             return RULE_ANSWER
         m = _TASK.search(text)
         task = m.group(1) if m else ""
+        if "Write one new task" in text:
+            task = "_synthetic"
         files = self.files(task) if task else []
         if not files:
             return "I have no kernel for this task."
@@ -73,7 +80,7 @@ class ReplayEndpoint:
             n = self.counts.get(task, 0)
             self.counts[task] = n + 1
         step = _STEP.search(text)
-        if step:
+        if step and task != "_synthetic":
             n = int(step.group(1)) - 1
         return "Here is the kernel.\n\n```python\n" + files[n % len(files)].read_text() + "```\n"
 

@@ -7,6 +7,7 @@ lists (see state.py), so it works while a bench is still writing them.
 from __future__ import annotations
 
 import datetime
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,7 @@ import orjson
 
 from . import plots
 from .metrics import FAST_P, Aggregate, aggregate, best_so_far, quantiles, task_best, verdict_shares
-from .state import VariantState, variants_in
+from .state import VariantState, read_steps, variants_in
 
 BASELINES = ("eager", "compile")
 BASELINE_TITLES = {"eager": "eager PyTorch", "compile": "torch.compile"}
@@ -54,6 +55,9 @@ def collect(run_dir: Path) -> dict[str, Any]:
                 for row, t in zip(v["per_task"], bests):
                     row["best_vs_compile"] = t.speedup_compile
                     row["best_vs_compile_node"] = t.node_id
+        adapted = read_steps(st.dir / "adapt.jsonl")
+        if adapted:
+            v["adapt"] = {"tasks": len(adapted), "verdicts": dict(Counter(s.status for s in adapted))}
         out["variants"][st.variant] = v
     return out
 
@@ -99,6 +103,11 @@ def markdown(data: dict[str, Any], figures: list[str], notes: list[str]) -> str:
               "|---" * (1 + len(statuses)) + "|"]
     for name, v in variants.items():
         lines.append(f"| {name} | " + " | ".join(f"{v['verdicts'].get(s, 0.0):.0%}" for s in statuses) + " |")
+    adapted = {name: v["adapt"] for name, v in variants.items() if v.get("adapt")}
+    if adapted:
+        lines += ["", "## Adapt stage", ""] + [
+            f"- {name}: {a['tasks']} new task(s) before the search; first kernels: "
+            + ", ".join(f"{k} {n}" for k, n in a["verdicts"].items()) for name, a in adapted.items()]
     if figures:
         lines += ["", "## Plots", ""] + [f"![{Path(f).stem}]({f})" for f in figures]
     lines += ["", "## Definitions", "",

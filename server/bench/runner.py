@@ -44,6 +44,12 @@ async def _variant(settings: BenchSettings, method: Method, chat: ChatEndpoint, 
 
     async with open_session(state.server_dir, settings.device, settings.server_args) as session:
         driver = Driver(session, chat, state, method, settings.memory, limits, on_step)
+        if settings.adapt_rounds and settings.memory:
+            from .adapt import adapt
+
+            progress.note(f"[{name}] Adapt: {settings.adapt_rounds} round(s) of {settings.adapt_tasks} new task(s)")
+            rules = await adapt(driver, settings.adapt_rounds, settings.adapt_tasks, settings.task_files)
+            progress.note(f"[{name}] Adapt recorded {rules} rule(s)")
         for f in todo:
             if limits.spent():
                 return

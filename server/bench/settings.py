@@ -56,7 +56,9 @@ class BenchSettings(BaseModel):
     budget: Budget
     agents: int = Field(1, ge=1, le=64, description="concurrent agents per task (they share the task's tree)")
     parallel_variants: bool = False
-    adapt_rounds: int = Field(0, ge=0, description="Adapt rounds (synthesized tasks, one pass each) before the search")
+    adapt_rounds: int = Field(0, ge=0, description="Adapt rounds (synthesized tasks, one pass each) before the "
+                                                   "search; only with the memory on")
+    adapt_tasks: int = Field(3, ge=1, le=50, description="new tasks per Adapt round")
     device: str | None = None
     server_args: list[str] = Field(default_factory=list)
     progress: bool = True

@@ -65,6 +65,17 @@ def _read_lines(path: Path) -> list[dict]:
     return out
 
 
+def read_steps(path: Path) -> list[StepRecord]:
+    """The step records of a log (steps.jsonl, adapt.jsonl); none when it does not exist."""
+    out = []
+    for d in _read_lines(path):
+        try:
+            out.append(StepRecord.model_validate(d))
+        except ValidationError:
+            continue
+    return out
+
+
 class VariantState:
     """The step log and task list of one variant, safe to append to from concurrent agents."""
 
@@ -73,12 +84,7 @@ class VariantState:
         self.dir.mkdir(parents=True, exist_ok=True)
         self.variant = variant
         self._lock = threading.Lock()
-        self.steps: list[StepRecord] = []
-        for d in _read_lines(self.dir / "steps.jsonl"):
-            try:
-                self.steps.append(StepRecord.model_validate(d))
-            except ValidationError:
-                continue
+        self.steps = read_steps(self.dir / "steps.jsonl")
         self.tasks: dict[str, TaskRecord] = {}
         for d in _read_lines(self.dir / "tasks.jsonl"):
             try:
@@ -106,15 +112,15 @@ class VariantState:
             if self.tasks.get(rec.task) == rec:
                 return
             self.tasks[rec.task] = rec
-            _append(self.dir / "tasks.jsonl", rec)
+            append_line(self.dir / "tasks.jsonl", rec)
 
     def add_step(self, rec: StepRecord) -> None:
         with self._lock:
             self.steps.append(rec)
-            _append(self.dir / "steps.jsonl", rec)
+            append_line(self.dir / "steps.jsonl", rec)
 
 
-def _append(path: Path, rec: BaseModel) -> None:
+def append_line(path: Path, rec: BaseModel) -> None:
     """One JSON line, written and flushed to the file system in one call (a kill loses at most this line)."""
     line = orjson.dumps(rec.model_dump(mode="json")) + b"\n"
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
@@ -132,4 +138,4 @@ def variants_in(run_dir: Path) -> list[str]:
     return sorted(found, key=lambda v: (order.get(v.split("-")[0], 9), v))
 
 
-__all__ = ["StepRecord", "TaskRecord", "VariantState", "variant_name", "variants_in"]
+__all__ = ["StepRecord", "TaskRecord", "VariantState", "append_line", "read_steps", "variant_name", "variants_in"]

@@ -91,7 +91,7 @@ def test_the_three_methods_run_at_the_same_budget_and_report_with_plots(tmp_path
     assert all(data.startswith(b"\x89PNG") and len(data) > 2000 for data in pngs.values())
 
 
-def test_a_run_killed_mid_way_resumes_where_its_task_stands(tmp_path, endpoint):
+def test_a_run_killed_mid_way_or_stopped_by_its_budget_resumes_where_its_task_stands(tmp_path, endpoint):
     run_dir = tmp_path / "run"
     args = command(run_dir, endpoint, "--tasks", "3", "--steps", "4", "--method", "chain")
     proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
@@ -106,12 +106,30 @@ def test_a_run_killed_mid_way_resumes_where_its_task_stands(tmp_path, endpoint):
         os.killpg(proc.pid, signal.SIGKILL)  # the bench and the server it started
         proc.wait()
     first = lines(log)
-    assert 1 <= len(first) < 4, "the run finished before it could be killed"
+    assert 1 <= len(first) < 3, "the run went too far before it was killed"
     task_id = lines(run_dir / "chain" / "tasks.jsonl")[0]["task_id"]
 
+    # A token budget stops the next run cleanly after one step.
+    out = run(run_dir, endpoint, "--tasks", "3", "--steps", "4", "--method", "chain", "--max-tokens", "1")
+    assert "token budget of 1 is used up" in out.stderr and "again to resume" in out.stderr
+    assert len(lines(log)) == len(first) + 1
     run(run_dir, endpoint, "--tasks", "3", "--steps", "4", "--method", "chain")
     after = lines(log)
     assert sorted(s["step"] for s in after) == [1, 2, 3, 4]
     assert after[: len(first)] == first  # the steps before the kill were kept, not redone
     assert {t["task_id"] for t in lines(run_dir / "chain" / "tasks.jsonl")} == {task_id}  # the same tree
     assert all(s["node_id"].startswith(task_id.split("-")[0]) for s in after if s["node_id"])
+
+
+def test_the_adapt_stage_builds_the_memory_that_the_search_then_reads(tmp_path, endpoint):
+    run_dir = tmp_path / "run"
+    run(run_dir, endpoint, "--tasks", "3", "--steps", "1", "--method", "sample", "--adapt-rounds", "1",
+        "--adapt-tasks", "1")
+    adapted = lines(run_dir / "sample" / "adapt.jsonl")
+    assert [(a["task"], a["status"]) for a in adapted] == [("adapt-r1-1", "compile_error")]
+    assert endpoint.rule_requests == 1
+    # The rule the failure taught is in the search's prompt (from get_skill_memory), marked unconfirmed.
+    search_prompt = next(t for t in endpoint.seen if t.startswith("Task name: fused_add_mul"))
+    assert "tl.constexpr parameter" in search_prompt.split("## Skill memory")[1]
+    assert "## Adapt stage" in (run_dir / "report.md").read_text()
+
