@@ -47,7 +47,11 @@ async def adapt(driver: Driver, rounds: int, per_round: int, seed_tasks: list[Pa
             break
         name = f"adapt-r{n // per_round + 1}-{n % per_round + 1}"
         t0 = time.monotonic()
-        brief = await s.call("synthesize_task", {"seed": n})
+        try:
+            brief = await s.call("synthesize_task", {"seed": n})
+        except ToolCallError as exc:
+            limits.fail(f"the Adapt stage cannot go on: {exc}")
+            break
         ops = ", ".join(f"{o['name']}{o.get('signature', '')}" for o in brief.get("operators", []))
         ask = TASK_REQUEST.format(instructions=brief.get("instructions", ""), operators=ops or "any",
                                   example=str(brief.get("format_example", "")).rstrip())
@@ -75,7 +79,10 @@ async def adapt(driver: Driver, rounds: int, per_round: int, seed_tasks: list[Pa
         code = python_block(answer.text)
         status, node = "no_code", None
         if code is not None:
-            r = await driver.evaluate({"task_id": reg["task_id"], "source": code})
+            try:
+                r = await driver.evaluate({"task_id": reg["task_id"], "source": code})
+            except ToolCallError as exc:
+                r = {"status": "tool_error", "feedback": str(exc)}
             status, node = str(r.get("status")), r.get("node_id")
             if status in RULE_STATUSES and r.get("feedback") and node:
                 tokens += await driver.record_rule(system, node, str(r["feedback"]))

@@ -47,7 +47,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
         replay = Path(args.replay_dir)
     else:
         try:
-            endpoint = endpoint_settings(args.base_url, args.model, args.api_key, args.temperature)
+            endpoint = endpoint_settings(args.base_url, args.model, args.api_key, args.temperature,
+                                         args.max_answer_tokens)
         except EndpointError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
@@ -99,7 +100,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     b.add_argument("--base-url", help="endpoint, e.g. http://localhost:8000/v1 (default $OPENAI_BASE_URL)")
     b.add_argument("--model", help="model name (default $OPENAI_MODEL)")
     b.add_argument("--api-key", help="API key (default $OPENAI_API_KEY)")
-    b.add_argument("--temperature", type=float, default=0.7)
+    b.add_argument("--temperature", type=float, default=0.7, help="sampling temperature (default 0.7)")
+    b.add_argument("--max-answer-tokens", type=int, help="max_tokens of each answer (default: the endpoint's)")
     b.add_argument("--max-tokens", type=int, help="stop after this many model tokens (resumable)")
     b.add_argument("--time-limit", type=float, metavar="S", help="stop after S seconds of wall time (resumable)")
     b.add_argument("--run-dir", default="bench-run", help="where the run's state and report go (default bench-run)")

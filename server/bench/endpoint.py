@@ -28,8 +28,8 @@ class Answer:
     tokens: int
 
 
-def endpoint_settings(base_url: str | None, model: str | None, api_key: str | None,
-                      temperature: float = 0.7) -> EndpointSettings:
+def endpoint_settings(base_url: str | None, model: str | None, api_key: str | None, temperature: float = 0.7,
+                      max_answer_tokens: int | None = None) -> EndpointSettings:
     """Flags first, then OPENAI_BASE_URL, OPENAI_MODEL (or ADAEXPLORE_BENCH_MODEL) and OPENAI_API_KEY."""
     url = base_url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1"
     name = model or os.environ.get("ADAEXPLORE_BENCH_MODEL") or os.environ.get("OPENAI_MODEL")
@@ -39,7 +39,8 @@ def endpoint_settings(base_url: str | None, model: str | None, api_key: str | No
     if not key:
         raise EndpointError("no API key given: pass --api-key or set OPENAI_API_KEY (any string for a local "
                             "server that checks none)")
-    return EndpointSettings(base_url=url, model=name, api_key=key, temperature=temperature)
+    return EndpointSettings(base_url=url, model=name, api_key=key, temperature=temperature,
+                            max_answer_tokens=max_answer_tokens)
 
 
 def _openai() -> Any:
@@ -62,9 +63,9 @@ class ChatEndpoint:
     async def check(self) -> None:
         """Ask for a one-token answer; raise EndpointError saying what is wrong when that fails."""
         o = self._openai
-        probe = self._client.with_options(max_retries=0, timeout=min(30.0, self.settings.timeout_s))
-        try:
-            await probe.chat.completions.create(model=self.settings.model, max_tokens=1,
+        probe = self._client.with_options(max_retries=0, timeout=min(60.0, self.settings.timeout_s))
+        try:  # with the run's own parameters, so one the model refuses (temperature, max_tokens) shows here
+            await probe.chat.completions.create(model=self.settings.model, **self._params(),
                                                 messages=[{"role": "user", "content": "Reply with OK."}])
         except o.AuthenticationError as exc:
             raise EndpointError(f"the endpoint {self.settings.base_url} refused the API key ({exc.status_code})") \
@@ -81,13 +82,18 @@ class ChatEndpoint:
             raise EndpointError(f"the endpoint {self.settings.base_url} answered {exc.status_code}: "
                                 f"{str(exc)[:300]}") from None
 
+    def _params(self) -> dict[str, Any]:
+        p: dict[str, Any] = {"temperature": self.settings.temperature}
+        if self.settings.max_answer_tokens is not None:
+            p["max_tokens"] = self.settings.max_answer_tokens
+        return p
+
     async def ask(self, system: str, user: str) -> Answer:
         """One answer to a system and a user message."""
         o = self._openai
         try:
             r = await self._client.chat.completions.create(
-                model=self.settings.model, temperature=self.settings.temperature,
-                max_tokens=self.settings.max_answer_tokens,
+                model=self.settings.model, **self._params(),
                 messages=[{"role": "system", "content": system}, {"role": "user", "content": user}])
         except o.APIError as exc:
             raise EndpointError(f"the endpoint failed: {str(exc)[:300]}") from None

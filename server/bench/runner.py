@@ -48,7 +48,11 @@ async def _variant(settings: BenchSettings, method: Method, chat: ChatEndpoint, 
             from .adapt import adapt
 
             progress.note(f"[{name}] Adapt: {settings.adapt_rounds} round(s) of {settings.adapt_tasks} new task(s)")
-            rules = await adapt(driver, settings.adapt_rounds, settings.adapt_tasks, settings.task_files)
+            try:
+                rules = await adapt(driver, settings.adapt_rounds, settings.adapt_tasks, settings.task_files)
+            except EndpointError as exc:
+                limits.fail(str(exc))
+                return
             progress.note(f"[{name}] Adapt recorded {rules} rule(s)")
         for f in todo:
             if limits.spent():

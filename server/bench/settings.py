@@ -42,7 +42,7 @@ class EndpointSettings(BaseModel):
     model: str
     api_key: str = Field(repr=False)
     temperature: float = 0.7
-    max_answer_tokens: int = 4096
+    max_answer_tokens: int | None = None  # None: the endpoint's own limit
     timeout_s: float = 300.0
 
 

@@ -69,10 +69,11 @@ def test_the_three_methods_run_at_the_same_budget_and_report_with_plots(tmp_path
     # With the memory on, every compile error was turned into a rule request.
     assert endpoint.rule_requests == 3
 
-    # The same run folder gains the variant without memory; it asks for no rule.
-    run(run_dir, endpoint, "--tasks", "7", "--steps", "3", "--method", "tree", "--no-memory")
+    # The same run folder gains the variant without memory (two agents sharing the tree); it asks for no rule.
+    run(run_dir, endpoint, "--tasks", "7", "--steps", "3", "--method", "tree", "--no-memory", "--agents", "2")
     assert endpoint.rule_requests == 3
-    assert len(lines(run_dir / "tree-nomem" / "steps.jsonl")) == 3
+    nomem = lines(run_dir / "tree-nomem" / "steps.jsonl")
+    assert sorted(s["step"] for s in nomem) == [1, 2, 3] and {s["agent"] for s in nomem} == {0, 1}
 
     report = orjson.loads((run_dir / "report.json").read_bytes())
     assert list(report["variants"]) == ["tree", "tree-nomem", "chain", "sample"]
