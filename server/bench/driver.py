@@ -11,8 +11,9 @@ concurrent expansions). How each method picks what a step refines, with the publ
 - sample: every step is a large step from the root (evaluate_kernel without a parent), independent of the others.
 
 With the memory on, the driver reads get_skill_memory once per task and, after a failure, asks the model for a
-one-line rule and sends it with record_failure; with it off, neither tool is called and the memory section of
-expand_node's answer is not shown.
+one-line rule and sends it with record_failure; when the server answers with `closest` rules, the model is asked
+whether one says the same thing, and if so the rule is sent again with same_as. With the memory off, neither
+tool is called and the memory section of expand_node's answer is not shown.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import anyio
 
 from .endpoint import ChatEndpoint, EndpointError
 from .extract import one_rule, python_block
-from .prompts import RULE_REQUEST, chosen_message, expansion_message, system_prompt
+from .prompts import RULE_REQUEST, SAME_REQUEST, chosen_message, expansion_message, system_prompt
 from .session import ToolCallError, ToolSession
 from .settings import Budget, Method
 from .state import StepRecord, TaskRecord, VariantState
@@ -203,10 +204,22 @@ class Driver:
         tokens it took."""
         answer = await self.chat.ask(system, RULE_REQUEST.format(feedback=feedback[:2000]))
         self.limits.tokens += answer.tokens
+        tokens = answer.tokens
         rule = one_rule(answer.text)
-        if rule and rule.lower().rstrip(".") != "none":
-            try:
-                await self.s.call("record_failure", {"rule": rule, "node_id": node_id})
-            except ToolCallError:
-                pass  # a rule the server refuses (too long, malformed) costs the search nothing
-        return answer.tokens
+        if not rule or rule.lower().rstrip(".") == "none":
+            return tokens
+        try:
+            got = await self.s.call("record_failure", {"rule": rule, "node_id": node_id})
+            closest = [c for c in got.get("closest") or [] if c.get("rule_id")]
+            if closest and not got.get("merged"):
+                # The server proposes look-alikes; whether one says the same thing is the model's call.
+                listing = "\n".join(f"- {c['rule_id']}: {c.get('text', '')} ({c.get('why', '')})" for c in closest)
+                same = await self.chat.ask(system, SAME_REQUEST.format(rule=rule, closest=listing))
+                self.limits.tokens += same.tokens
+                tokens += same.tokens
+                pick = next((c["rule_id"] for c in closest if str(c["rule_id"]) in same.text), None)
+                if pick is not None:
+                    await self.s.call("record_failure", {"rule": rule, "node_id": node_id, "same_as": str(pick)})
+        except ToolCallError:
+            pass  # a rule the server refuses (too long, malformed) costs the search nothing
+        return tokens

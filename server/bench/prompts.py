@@ -21,6 +21,12 @@ If the failure teaches something general about writing Triton kernels (an API mi
 trap), answer with ONE line: `Rule: <one sentence: do X, not Y>`. If it is only a mistake in this kernel's own
 logic, answer `none`."""
 
+SAME_REQUEST = """The memory holds rules close to the one you gave ("{rule}"):
+{closest}
+
+If one of them says the same thing (the same mistake with the same fix, in other words), answer with its rule_id
+alone. If none does (they only look alike), answer `none`."""
+
 SMALL_STEP = ("Small step: refine the parent kernel below. Change one thing (block sizes, fusion, memory access, a "
               "fix for its failure) and keep what works.")
 LARGE_STEP = ("Large step: write a structurally new kernel for the reference module, not a variation of an "

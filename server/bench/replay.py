@@ -6,7 +6,7 @@ everything but the model. Layout of the folder: one subfolder per task, named as
 stem), holding candidate modules; the request for step n of a task (its "Step n of N" line) is answered with
 the task's n-th file in name order, cycling (without that line, the n-th request is). A request to write a new
 task (the Adapt stage) gets the next file of the folder's `_synthetic` subfolder, one for a rule a fixed rule,
-the availability probe "OK". It checks the bearer key.
+one asking whether stored rules say the same thing "none", the availability probe "OK". It checks the bearer key.
 """
 
 from __future__ import annotations
@@ -65,6 +65,8 @@ class ReplayEndpoint:
             self.seen.append(text)
         if text.strip() == "Reply with OK.":
             return "OK"
+        if "The memory holds rules close" in text:
+            return "none"
         if "A kernel you wrote failed" in text:
             with self._lock:
                 self.rule_requests += 1
