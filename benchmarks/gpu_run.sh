@@ -192,4 +192,24 @@ case "${1:-tests}" in
         --markdown "$out/vs_field_$shape.md" "$@" > /dev/null 2> "$out/vs_field_$shape.log" &
     done
     wait; cat "$out"/vs_field_*.md; tail -n 15 "$out"/vs_field_*.log ;;
+  replay)  # `adaexplore bench` end to end with each method (tree, chain, sample) on six level-2 tasks, the model
+    # replayed from benchmarks/candidates/level2 (five kernels per task); the report, the step logs and the plots
+    # land in $out/replay. The wheels in .whl must include the bench extra (openai, matplotlib; rich is in the
+    # image). PROBLEMS, TASKS, STEPS, REPLAY_DIR, METHODS change what runs (the CPU dry run uses
+    # PROBLEMS=examples/tasks REPLAY_DIR=tests/bench/replay); the run folder stays in $RUN_DIR, so a second call on
+    # a warm machine resumes it; other arguments go to `adaexplore bench`
+    shift
+    run_dir=${RUN_DIR:-/tmp/adaexplore-bench-replay}
+    timeout "${REPLAY_TIMEOUT:-420}" python3 -m adaexplore.server.cli bench --problems "${PROBLEMS:-.kb}" --level 2 \
+      --tasks "${TASKS:-12,63,86,9,81,53}" --steps "${STEPS:-5}" --method "${METHODS:-all}" --parallel \
+      --driver replay --replay-dir "${REPLAY_DIR:-benchmarks/candidates/level2}" --run-dir "$run_dir" \
+      --time-limit "${TIME_LIMIT:-330}" --no-progress "$@" 2> "$out/replay.log"
+    echo "bench exit status: $?" | tee -a "$out/replay.log"
+    python3 -m adaexplore.server.cli report "$run_dir" > /dev/null  # again, in case the bench was cut off
+    mkdir -p "$out/replay/plots"
+    cp "$run_dir"/report.md "$run_dir"/report.json "$run_dir"/bench.json "$out/replay/"
+    cp "$run_dir"/plots/*.png "$out/replay/plots/"
+    for v in "$run_dir"/*/steps.jsonl; do d="$out/replay/$(basename "$(dirname "$v")")"; mkdir -p "$d"
+      cp "$v" "$(dirname "$v")/tasks.jsonl" "$d/"; done
+    cat "$out/replay/report.md"; grep -v "^\[" "$out/replay.log" | tail -15 ;;
 esac

@@ -1,5 +1,5 @@
-"""The `adaexplore` command: serve, eval, token, tasks, memory, demo (runs in the user's shell process;
-`serve` is also the server process that `demo` and MCP clients start)."""
+"""The `adaexplore` command: serve, eval, token, tasks, memory, demo, bench, report (runs in the user's shell
+process; `serve` is also the server process that `demo`, `bench` and MCP clients start)."""
 
 from __future__ import annotations
 
@@ -355,6 +355,10 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--data-dir", help="use this state directory instead of a temporary one")
     d.add_argument("--keep", action="store_true", help="keep the temporary state directory")
     d.set_defaults(fn=cmd_demo)
+
+    from .bench.cli import add_parsers as bench_parsers  # argparse only; the bench loads when it runs
+
+    bench_parsers(sub)
     return p
 
 

@@ -1,0 +1,1 @@
+../../../../examples/kernels/fused_add_mul.py

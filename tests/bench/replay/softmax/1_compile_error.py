@@ -1,0 +1,1 @@
+../../../../examples/kernels/variants/01_row_kernel_compile_error.py

@@ -1,0 +1,1 @@
+../../../../examples/kernels/variants/02_row_kernel_wrong_sum.py

@@ -1,0 +1,1 @@
+../../../../examples/kernels/variants/04_single_pass_row.py
