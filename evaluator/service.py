@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Generic, TypeVar
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 import torch
 
@@ -32,6 +32,9 @@ from .sandbox import confine
 from .sandbox.gpu_lock import GpuLock
 from .sandbox.pool import WorkerPool
 from .task import Task
+
+if TYPE_CHECKING:
+    from .profile.report import ProfileReport
 
 T = TypeVar("T")
 
@@ -192,10 +195,12 @@ class Evaluator:
         return self.references.baseline_key(task, protocol, info)
 
     # --- profiling --------------------------------------------------------------------
-    def profile(self, task: Task, source: str | None, protocol: EvalProtocol | None = None):
+    def profile(self, task: Task, source: str | None, protocol: EvalProtocol | None = None,
+                device: str | None = None) -> ProfileReport:
         """Per-kernel breakdown, Triton launch metadata, roofline position and distance to the
         task's floor for a correct candidate (a `profile.ProfileReport`). Without a GPU only the
-        floor's bytes and FLOPs are computed; the summary says why the rest is missing."""
+        floor's bytes and FLOPs are computed; the summary says why the rest is missing. `device`
+        (the one that timed the candidate) matters to a fleet; this evaluator has one device."""
         from .profile import profile_candidate
 
         return profile_candidate(self, task, source, protocol)

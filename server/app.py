@@ -12,6 +12,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.applications import Starlette
 
+from ..evaluator import EvaluatorLike
 from . import texts
 from .auth import StoreTokenVerifier
 from .config import ServerConfig
@@ -43,7 +44,7 @@ class HttpSettings:
     """'-' for stderr, a file path, or 'off'."""
 
 
-def build_server(config: ServerConfig, *, evaluator: Any = None, http: HttpSettings | None = None,
+def build_server(config: ServerConfig, *, evaluator: EvaluatorLike | None = None, http: HttpSettings | None = None,
                  service: Service | None = None) -> tuple[MCPServer, Service]:
     """The MCP server over a service built from `config` (or the one given). Over HTTP every call needs a
     token; the service then runs with a copy of `config` that says so (the given one is left as it is)."""

@@ -11,7 +11,7 @@ import sys
 import time
 from pathlib import Path
 
-from ..evaluator.sandbox import confine
+from ..evaluator import SANDBOX_FULL, probe_sandbox
 from .config import ServerConfig
 from .errors import ServiceError
 
@@ -57,10 +57,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
     os.umask(0o077)  # whatever this process or the evaluator creates is the owner's alone
     sys.setswitchinterval(0.001)  # threads answering tools get the interpreter back quickly from busy ones
     quiet_stdout_logging(logging.DEBUG if args.verbose else logging.WARNING)
-    level, meaning = confine.probe()
+    level, meaning = probe_sandbox()
     cfg = _config(args, sandbox=(level, meaning))
     secure_tree(cfg.data_dir)
-    if level != confine.LEVEL_FULL:
+    if level != SANDBOX_FULL:
         print(f"adaexplore: warning: weaker sandbox: {meaning}", file=sys.stderr, flush=True)
     if not args.http:
         from .serving import serve_stdio
@@ -74,7 +74,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         print(f"refusing to listen on {args.host}: the server is loopback-only unless --allow-remote is given",
               file=sys.stderr)
         return 2
-    if args.allow_remote and level != confine.LEVEL_FULL and not args.accept_weak_sandbox:
+    if args.allow_remote and level != SANDBOX_FULL and not args.accept_weak_sandbox:
         print(f"refusing --allow-remote: {meaning}. Remote callers' kernels would run with that weaker "
               "sandbox; pass --accept-weak-sandbox to accept it", file=sys.stderr)
         return 2
@@ -91,9 +91,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from ..evaluator.results import to_json
-    from ..evaluator.service import Evaluator
-    from ..evaluator.task import TaskError, load_task_file
+    from ..evaluator import Evaluator, TaskError, load_task_file, to_json
 
     try:
         task = load_task_file(args.task)
@@ -159,7 +157,7 @@ def cmd_token(args: argparse.Namespace) -> int:
 
 
 def cmd_tasks(args: argparse.Namespace) -> int:
-    from ..evaluator.task import TaskError, load_task_folder
+    from ..evaluator import TaskError, load_task_folder
     from .service import Service
 
     try:

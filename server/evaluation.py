@@ -11,8 +11,8 @@ import gc
 import os
 import sys
 import threading
-from typing import Any
 
+from ..evaluator import EvaluatorFleet, EvaluatorLike
 from . import texts
 from .config import ServerConfig
 
@@ -39,7 +39,7 @@ def gpu_visible() -> bool:
 
 
 class EvaluatorHolder:
-    def __init__(self, config: ServerConfig, evaluator: Any = None):
+    def __init__(self, config: ServerConfig, evaluator: EvaluatorLike | None = None):
         self.config = config
         self._evaluator = evaluator
         self._owned = evaluator is None
@@ -50,17 +50,15 @@ class EvaluatorHolder:
     def started(self) -> bool:
         return self._evaluator is not None
 
-    def get(self) -> Any:
+    def get(self) -> EvaluatorLike:
         if self._evaluator is None:
             with self._lock:
                 if self._evaluator is None:
-                    from ..evaluator.fleet import EvaluatorFleet
-
                     # One evaluation pool per visible GPU (or the one named by --device); a CPU-only
                     # machine gets a single pool that runs kernels through Triton's interpreter.
                     self.config.work_dir.mkdir(parents=True, exist_ok=True)
                     devices = [self.config.device] if self.config.device else None
-                    made: list[Any] = []
+                    made: list[EvaluatorLike | BaseException] = []
 
                     def make() -> None:  # on a low-priority thread: the processes it starts inherit that
                         lower_priority()

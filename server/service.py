@@ -14,9 +14,9 @@ service of its own, built here with what it needs:
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from ..common.vocab import Status
+from ..evaluator import EvaluatorLike
 from .config import ServerConfig
 from .evaluation import EvaluatorHolder
 from .leases import SHUTDOWN, LeaseKeeper, infra_result, new_owner
@@ -34,7 +34,7 @@ log = logging.getLogger("adaexplore.server")
 class Service:
     """The services of one server process and the resources they share (store, evaluators, leases)."""
 
-    def __init__(self, config: ServerConfig, *, evaluator: Any = None):
+    def __init__(self, config: ServerConfig, *, evaluator: EvaluatorLike | None = None):
         self.config = config
         self.store = Store(config.db_path)
         self.cache = TreeCache(self.store)

@@ -16,9 +16,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import wait as wait_futures
 
 from ..common.vocab import Action, Status
-from ..evaluator.lint import nan_hint
-from ..evaluator.results import ErrorInfo, EvalProtocol, EvalResult
-from ..evaluator.task import Task, source_hash
+from ..evaluator import ErrorInfo, EvalProtocol, EvalResult, Task, nan_hint, source_hash
 from ..search import (
     SearchParams,
     TreeIndex,
@@ -317,10 +315,8 @@ class SearchService:
 
     def _profile(self, node_id: str, task: Task, source: str, protocol: EvalProtocol, ran_on: str | None
                  ) -> ProfileResult:
-        ev = self.evaluators.get()
-        members = getattr(ev, "members", None) or [ev]  # a fleet profiles on the GPU that timed the node
-        member = next((m for m in members if getattr(m, "device", None) == ran_on), members[0])
-        rep = member.profile(task, source, protocol)
+        # A fleet profiles on the GPU that timed the node, so profile and timing describe one card.
+        rep = self.evaluators.get().profile(task, source, protocol, device=ran_on)
         runs = max(1, rep.profiled_runs)
         return ProfileResult(
             node_id=node_id, task_id=task.task_id, device=rep.device, profiled=rep.profiled,
@@ -339,7 +335,7 @@ class SearchService:
     def _profile_in_loop(self, node_id: str, task: Task, source: str, protocol: EvalProtocol,
                          result: EvalResult) -> ProfileResult | None:
         """On a GPU, every correct kernel is profiled as it is evaluated; never at the cost of its result."""
-        if not result.ok or not getattr(self.evaluators.get(), "is_gpu", False):
+        if not result.ok or not self.evaluators.get().is_gpu:
             return None
         try:
             out = self._profile(node_id, task, source, protocol, result.device or None)

@@ -14,8 +14,15 @@ from pydantic import ValidationError
 
 from ..common.redact import scrub
 from ..common.vocab import PENDING, REFERENCE, Action
-from ..evaluator.results import TOLERANCE_PROFILES, EvalProtocol
-from ..evaluator.task import Task, TaskError, check_task_source, source_hash, task_name_from_path
+from ..evaluator import (
+    TOLERANCE_PROFILES,
+    EvalProtocol,
+    Task,
+    TaskError,
+    check_task_source,
+    source_hash,
+    task_name_from_path,
+)
 from ..search import NodeView, PendingView, SearchParams, TreeIndex, best_nodes, budget_left
 from . import texts
 from .config import ServerConfig
@@ -172,7 +179,7 @@ class TreeService:
                 raise InvalidRequest(f"synthesized task rejected, it is degenerate ({why}). Change the computation so "
                                 "the output depends on every input and is not trivially matched, then register again")
             vdump = validation.model_dump(mode="json", exclude_none=True)
-            flags = [f.code for f in validation.flags]
+            flags: list[str] = [f.code for f in validation.flags]
             timing = validation.reference_timing
             self.store.insert_task(
                 task_id=task_id, name=task.name, source=source, source_hash=source_hash(source), validation=vdump,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import re
 import threading
 from pathlib import Path
@@ -40,3 +41,32 @@ def test_parsing_from_many_threads_at_once_gives_every_thread_its_tree():
     for t in threads:
         t.join()
     assert len(results) == 400 and len(set(results)) == 1
+
+
+def imports_of(path: Path) -> list[str]:
+    """The modules a source file imports, absolute, as Python would resolve its relative imports."""
+    module = ".".join(("adaexplore", *path.relative_to(PACKAGE).with_suffix("").parts))
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    package = package.removesuffix(".__init__")
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                absolute = f"{base}.{node.module}" if node.module else base
+            else:
+                absolute = node.module or ""
+            # `from . import x` may name a module: count `base.x` too.
+            found += [absolute] + [f"{absolute}.{alias.name}" for alias in node.names]
+    return found
+
+
+def test_the_server_reaches_the_evaluator_only_through_its_face():
+    import adaexplore.evaluator
+
+    face = {"adaexplore.evaluator"} | {f"adaexplore.evaluator.{name}" for name in adaexplore.evaluator.__all__}
+    offenders = [f"{path.relative_to(PACKAGE)}: {name}" for path in (PACKAGE / "server").rglob("*.py")
+                 for name in imports_of(path) if name.startswith("adaexplore.evaluator.") and name not in face]
+    assert offenders == []

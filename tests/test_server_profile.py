@@ -76,7 +76,7 @@ class GpuLike:
     def __getattr__(self, name):
         return getattr(self.inner, name)
 
-    def profile(self, task, source, protocol=None):
+    def profile(self, task, source, protocol=None, device=None):
         from adaexplore.evaluator.profile.report import KernelTime, ProfileReport
 
         self.profiled.append(source)
