@@ -17,9 +17,9 @@ from pathlib import Path
 import anyio
 from mcp import Client
 
-from adaexplore.server.app import build_server
-from adaexplore.server.config import ServerConfig
-from adaexplore.server.store import Store, root_id
+from adaexplore.server.core.config import ServerConfig
+from adaexplore.server.core.store import Store, root_id
+from adaexplore.server.face.app import build_server
 
 STATUSES = ["correct"] * 4 + ["wrong_output", "compile_error", "runtime_error", "nan_output"]
 

@@ -3,7 +3,8 @@
 Imported in the server process and in CLI commands. `main` is the console script; `build_server`
 makes the MCP server and its application core (`Service`) from one `ServerConfig`; `http_app`,
 `serve_http` and `serve_stdio` run it. Each name loads on first use (see `_HOMES`), so that
-importing the core alone never loads MCP.
+importing the core alone never loads MCP. The server lives in two rooms: `core/` (the
+application, which never imports MCP) and `face/` (the MCP server and the CLI over it).
 """
 
 from __future__ import annotations
@@ -12,12 +13,12 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .app import HttpSettings, build_server, http_app
-    from .cli import main
-    from .config import ServerConfig
-    from .errors import InvalidRequest, NotFound, ServiceError, Unavailable
-    from .service import Service
-    from .serving import serve_http, serve_stdio
+    from .core.config import ServerConfig
+    from .core.errors import InvalidRequest, NotFound, ServiceError, Unavailable
+    from .core.service import Service
+    from .face.app import HttpSettings, build_server, http_app
+    from .face.cli import main
+    from .face.serving import serve_http, serve_stdio
 
 __all__ = [
     "HttpSettings",
@@ -35,18 +36,18 @@ __all__ = [
 ]
 
 _HOMES = {
-    "HttpSettings": ".app",
-    "InvalidRequest": ".errors",
-    "NotFound": ".errors",
-    "ServerConfig": ".config",
-    "Service": ".service",
-    "ServiceError": ".errors",
-    "Unavailable": ".errors",
-    "build_server": ".app",
-    "http_app": ".app",
-    "main": ".cli",
-    "serve_http": ".serving",
-    "serve_stdio": ".serving",
+    "HttpSettings": ".face.app",
+    "InvalidRequest": ".core.errors",
+    "NotFound": ".core.errors",
+    "ServerConfig": ".core.config",
+    "Service": ".core.service",
+    "ServiceError": ".core.errors",
+    "Unavailable": ".core.errors",
+    "build_server": ".face.app",
+    "http_app": ".face.app",
+    "main": ".face.cli",
+    "serve_http": ".face.serving",
+    "serve_stdio": ".face.serving",
 }
 
 

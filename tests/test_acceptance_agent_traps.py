@@ -37,7 +37,7 @@ SMALLER_BLOCKS = GOOD.replace(BLOCKS, "BLOCK_M, BLOCK_N, BLOCK_K = 32, 32, 32")
 
 
 async def _session(data_dir: Path, log: Path) -> dict:
-    server = [sys.executable, "-m", "adaexplore.server.cli", "serve", "--data-dir", str(data_dir),
+    server = [sys.executable, "-m", "adaexplore.server.face.cli", "serve", "--data-dir", str(data_dir),
               "--task-root", str(EXAMPLES / "tasks")]
     params = StdioServerParameters(command="sh", args=["-c", f"exec {shlex.join(server)} 2>{shlex.quote(str(log))}"],
                                    env=env())

@@ -40,7 +40,7 @@ def described(schema: dict) -> list[str]:
 def test_a_scripted_agent_session_sees_what_it_needs_and_nothing_twice(tmp_path):
     assert TANH != GOOD and LIBDEVICE != GOOD
     log = tmp_path / "server.log"
-    server = [sys.executable, "-m", "adaexplore.server.cli", "serve", "--data-dir", str(tmp_path / "data"),
+    server = [sys.executable, "-m", "adaexplore.server.face.cli", "serve", "--data-dir", str(tmp_path / "data"),
               "--task-root", str(EXAMPLES / "tasks")]
     params = StdioServerParameters(command="sh", args=["-c", f"exec {shlex.join(server)} 2>{shlex.quote(str(log))}"],
                                    env=env())

@@ -64,7 +64,7 @@ def test_demo_drives_a_search_over_stdio():
 
 def test_a_remote_server_is_refused_where_the_sandbox_is_weaker_unless_accepted(tmp_path, monkeypatch, capsys):
     from adaexplore.evaluator.sandbox import confine
-    from adaexplore.server import cli as cli_module
+    from adaexplore.server.face import cli as cli_module
 
     monkeypatch.setattr(confine, "probe", lambda: (confine.LEVEL_WEAK, "namespaces cannot be created here"))
     code = cli_module.main(["serve", "--http", "--host", "0.0.0.0", "--allow-remote", "--data-dir", str(tmp_path)])

@@ -83,7 +83,7 @@ def k(a_ptr, b_ptr, c_ptr, N: tl.constexpr):
 
 @pytest.mark.skipif(not INTERPRET, reason="a fact of Triton's interpreter")
 def test_the_interpreter_multiplies_bfloat16_dot_operands_wrongly_as_the_note_says(tmp_path):
-    """If a Triton release fixes this, the note (and INTERPRETER in server/texts.py) must go."""
+    """If a Triton release fixes this, the note (and INTERPRETER in server/core/texts.py) must go."""
     path = tmp_path / "bf16_dot.py"
     path.write_text(DOT_KERNEL)
     spec = importlib.util.spec_from_file_location("bf16_dot", path)

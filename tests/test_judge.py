@@ -356,9 +356,9 @@ def test_the_torch_compile_baseline_reserves_what_the_references_own_timing_does
 
 
 def test_registering_a_task_too_large_for_the_device_says_so_and_does_not_call_the_task_broken(tmp_path):
-    from adaexplore.server.app import build_server
-    from adaexplore.server.config import ServerConfig
-    from adaexplore.server.errors import InvalidRequest
+    from adaexplore.server.core.config import ServerConfig
+    from adaexplore.server.core.errors import InvalidRequest
+    from adaexplore.server.face.app import build_server
 
     with Evaluator(work_dir=tmp_path / "ev", judge_budget_bytes=8 << 20, judge_host_budget_bytes=0) as ev:
         _, svc = build_server(ServerConfig(data_dir=tmp_path / "data", seed=0), evaluator=ev)

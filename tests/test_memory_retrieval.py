@@ -10,8 +10,8 @@ import pytest
 from server_support import EXAMPLES, tool, variant
 from server_support import in_memory as call
 
-from adaexplore.server.app import build_server
-from adaexplore.server.config import ServerConfig
+from adaexplore.server.core.config import ServerConfig
+from adaexplore.server.face.app import build_server
 
 ATOMIC = "The buffer `tl.atomic_add` accumulates into must be allocated with `torch.zeros`, not `torch.empty`"
 BF16_DOT = "Do not feed bf16 operands to tl.dot under the CPU interpreter; upcast them to fp32 before the dot"

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from adaexplore.common.db import Database, Schema, script
-from adaexplore.server.auth import hash_token
-from adaexplore.server.store import SCHEMA as SERVER_SCHEMA
-from adaexplore.server.store import Store, root_id
+from adaexplore.server.core.store import SCHEMA as SERVER_SCHEMA
+from adaexplore.server.core.store import Store, root_id
+from adaexplore.server.face.auth import hash_token
 from adaexplore.skills.store import SCHEMA as SKILLS_SCHEMA
 from adaexplore.skills.store import MemoryStore
 

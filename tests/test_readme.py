@@ -3,7 +3,7 @@
 import re
 from pathlib import Path
 
-from adaexplore.server.docs import END, START, tool_table
+from adaexplore.server.face.docs import END, START, tool_table
 
 README = (Path(__file__).resolve().parent.parent / "README.md").read_text()
 
@@ -11,7 +11,7 @@ README = (Path(__file__).resolve().parent.parent / "README.md").read_text()
 def test_tool_table_is_generated_from_the_server():
     block = re.search(re.escape(START) + r"\n(.*?)\n" + re.escape(END), README, re.S)
     assert block, "README lacks the generated tool table"
-    assert block.group(1) == tool_table(), "stale: run python -m adaexplore.server.docs --write"
+    assert block.group(1) == tool_table(), "stale: run python -m adaexplore.server.face.docs --write"
 
 
 def test_ci_runs_the_readme_commands():

@@ -14,12 +14,9 @@ import adaexplore.evaluator
 import adaexplore.search
 import adaexplore.server
 import adaexplore.skills
-from adaexplore.server.app import HttpSettings, build_server
-from adaexplore.server.config import ServerConfig
-from adaexplore.server.errors import NotFound
-
-MCP_LAYER = {"app.py", "tools.py", "resources.py", "prompts.py", "auth.py", "ops_http.py", "serving.py", "demo.py", "docs.py",
-             "cli.py"}
+from adaexplore.server.core.config import ServerConfig
+from adaexplore.server.core.errors import NotFound
+from adaexplore.server.face.app import HttpSettings, build_server
 
 
 def imported_modules(folder: Path) -> dict[str, set[str]]:
@@ -40,10 +37,22 @@ def package_folder(module) -> Path:
     return Path(module.__file__).parent
 
 
-def test_the_application_core_does_not_speak_mcp():
-    for name, imports in imported_modules(package_folder(adaexplore.server)).items():
-        if name not in MCP_LAYER:
-            assert not any(i == "mcp" or i.startswith(("mcp.", "mcp_types")) for i in imports), name
+def speaks_mcp(imports: set[str]) -> bool:
+    return any(i in ("mcp", "mcp_types") or i.startswith(("mcp.", "mcp_types.")) for i in imports)
+
+
+def test_the_application_core_never_imports_mcp():
+    core = imported_modules(package_folder(adaexplore.server) / "core")
+    assert core and [name for name, imports in core.items() if speaks_mcp(imports)] == []
+
+
+def test_only_the_servers_face_imports_mcp():
+    rooms = set()
+    for part in (adaexplore.common, adaexplore.evaluator, adaexplore.search, adaexplore.server, adaexplore.skills):
+        for name, imports in imported_modules(package_folder(part)).items():
+            if speaks_mcp(imports):
+                rooms.add(part.__name__ + "." + name.partition("/")[0] if "/" in name else part.__name__)
+    assert rooms == {"adaexplore.server.face"}
 
 
 def parts_imported_by(module) -> set[str]:

@@ -5,11 +5,11 @@ import re
 import pytest
 from server_support import SOFTMAX, compile_error_kernel
 
-from adaexplore.server.app import build_server
-from adaexplore.server.config import ServerConfig
-from adaexplore.server.models import SearchOverrides
-from adaexplore.server.taskfacts import input_specs
-from adaexplore.server.texts import change_summary
+from adaexplore.server.core.config import ServerConfig
+from adaexplore.server.core.models import SearchOverrides
+from adaexplore.server.core.taskfacts import input_specs
+from adaexplore.server.core.texts import change_summary
+from adaexplore.server.face.app import build_server
 
 
 @pytest.fixture(scope="module")

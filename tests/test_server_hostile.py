@@ -9,8 +9,8 @@ from hypothesis import strategies as st
 from mcp import Client
 from server_support import SOFTMAX, variant
 
-from adaexplore.server.app import build_server
-from adaexplore.server.config import ServerConfig
+from adaexplore.server.core.config import ServerConfig
+from adaexplore.server.face.app import build_server
 
 BIG = "y" * (256 * 1024 + 10)
 # Non-finite floats are left out: the client sends them as JSON null, which an optional argument accepts.

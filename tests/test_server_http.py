@@ -10,7 +10,7 @@ import pytest
 from server_support import SLEEPY, SOFTMAX, HttpServer, compile_error_kernel, http_client, issue_token
 
 from adaexplore.search import NodeView, SearchParams, TreeIndex
-from adaexplore.server.store import Store
+from adaexplore.server.core.store import Store
 
 INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
         "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}

@@ -16,9 +16,9 @@ from server_support import (
 )
 from server_support import in_memory as call
 
-from adaexplore.server.app import build_server
-from adaexplore.server.config import ServerConfig
-from adaexplore.server.store import Store
+from adaexplore.server.core.config import ServerConfig
+from adaexplore.server.core.store import Store
+from adaexplore.server.face.app import build_server
 from adaexplore.skills.render import estimate_tokens
 
 F32 = "Do not call tl.float32(x); use x.to(tl.float32)"

@@ -9,8 +9,8 @@ import pytest
 from server_support import SOFTMAX, compile_error_kernel, tool, variant
 from server_support import in_memory as call
 
-from adaexplore.server.app import build_server
-from adaexplore.server.config import ServerConfig
+from adaexplore.server.core.config import ServerConfig
+from adaexplore.server.face.app import build_server
 from adaexplore.skills.store import MemoryStore
 
 GOOD = variant("04")

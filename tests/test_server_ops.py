@@ -14,7 +14,7 @@ import orjson
 import pytest
 from server_support import SLEEPY, SOFTMAX, HttpServer, compile_error_kernel, env, http_client, issue_token
 
-from adaexplore.server.store import Store
+from adaexplore.server.core.store import Store
 
 DEEP_SUM = ("import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x"
             + "+x" * 60000 + "\ndef get_inputs():\n    return [torch.randn(4)]\ndef get_init_inputs():\n    return []\n")
@@ -191,7 +191,7 @@ def test_sigterm_settles_the_running_evaluation_and_exits_0(served):
 def test_a_stdio_server_exits_0_on_a_signal(tmp_path, sig):
     import signal
 
-    proc = subprocess.Popen([sys.executable, "-m", "adaexplore.server.cli", "serve", "--data-dir", str(tmp_path)],
+    proc = subprocess.Popen([sys.executable, "-m", "adaexplore.server.face.cli", "serve", "--data-dir", str(tmp_path)],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env())
     init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}

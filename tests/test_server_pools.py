@@ -3,8 +3,8 @@
 from conftest import HAS_CUDA
 
 from adaexplore.evaluator.fleet import EvaluatorFleet
-from adaexplore.server.config import ServerConfig
-from adaexplore.server.evaluation import EvaluatorHolder
+from adaexplore.server.core.config import ServerConfig
+from adaexplore.server.core.evaluation import EvaluatorHolder
 
 
 def test_server_uses_a_pool_per_device(tmp_path):

@@ -4,9 +4,9 @@ import pytest
 from conftest import HAS_CUDA
 from server_support import EXAMPLES, SOFTMAX, compile_error_kernel, variant
 
-from adaexplore.server.app import build_server
-from adaexplore.server.config import ServerConfig
-from adaexplore.server.errors import InvalidRequest, NotFound
+from adaexplore.server.core.config import ServerConfig
+from adaexplore.server.core.errors import InvalidRequest, NotFound
+from adaexplore.server.face.app import build_server
 
 
 @pytest.fixture(scope="module")
@@ -89,7 +89,7 @@ class GpuLike:
 
 def test_on_a_gpu_every_correct_kernel_is_profiled_and_small_steps_see_the_parents_profile(tmp_path):
     from adaexplore.evaluator.service import Evaluator
-    from adaexplore.server.models import SearchOverrides
+    from adaexplore.server.core.models import SearchOverrides
 
     inner = Evaluator(work_dir=str(tmp_path / "ev"))
     fake = GpuLike(inner)

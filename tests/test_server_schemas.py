@@ -10,8 +10,8 @@ from pathlib import Path
 
 import anyio
 
-from adaexplore.server.app import build_server
-from adaexplore.server.config import ServerConfig
+from adaexplore.server.core.config import ServerConfig
+from adaexplore.server.face.app import build_server
 
 SNAPSHOT = Path(__file__).parent / "snapshots" / "tools.json"
 

@@ -12,7 +12,7 @@ from server_support import SOFTMAX, compile_error_kernel, env
 @pytest.mark.parametrize("mode", ["legacy", "auto"])
 def test_stdio_session(tmp_path, mode):
     params = StdioServerParameters(command=sys.executable,
-                                   args=["-m", "adaexplore.server.cli", "serve", "--data-dir", str(tmp_path)],
+                                   args=["-m", "adaexplore.server.face.cli", "serve", "--data-dir", str(tmp_path)],
                                    env=env())
 
     async def main():

@@ -3,9 +3,9 @@
 import os
 import time
 
-from adaexplore.server.auth import StoreTokenVerifier, hash_token, issue_token
-from adaexplore.server.store import Store, root_id
-from adaexplore.server.treecache import TreeCache
+from adaexplore.server.core.store import Store, root_id
+from adaexplore.server.core.treecache import TreeCache
+from adaexplore.server.face.auth import StoreTokenVerifier, hash_token, issue_token
 
 
 def make_task(store: Store, tid: str = "t1") -> None:

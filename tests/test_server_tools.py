@@ -6,8 +6,8 @@ from conftest import HAS_CUDA
 from mcp import Client
 from server_support import SOFTMAX, compile_error_kernel, variant
 
-from adaexplore.server.app import build_server
-from adaexplore.server.config import ServerConfig
+from adaexplore.server.core.config import ServerConfig
+from adaexplore.server.face.app import build_server
 
 
 @pytest.fixture(scope="module")
@@ -129,7 +129,7 @@ def test_search_loop_failures_edits_duplicates_and_memory(server):
 
 
 def test_a_kernel_sent_again_with_its_expansion_runs_again_when_its_evaluation_was_lost(server):
-    from adaexplore.server.leases import infra_result
+    from adaexplore.server.core.leases import infra_result
 
     mcp, svc, tid = server
     source = compile_error_kernel("lost")

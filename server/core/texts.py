@@ -6,8 +6,8 @@ import difflib
 from datetime import datetime, timezone
 from typing import Any
 
-from ..common.vocab import PENDING as PENDING_STATUS
-from ..common.vocab import Action
+from ...common.vocab import PENDING as PENDING_STATUS
+from ...common.vocab import Action
 
 SMALL = (
     "SMALL STEP: refine the parent kernel locally. Keep its structure; change one thing that the feedback "

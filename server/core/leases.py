@@ -20,7 +20,7 @@ import time
 import uuid
 from collections.abc import Callable
 
-from ..evaluator import ErrorInfo, EvalResult, Status
+from ...evaluator import ErrorInfo, EvalResult, Status
 from .store import Store
 
 log = logging.getLogger("adaexplore.server")

@@ -10,10 +10,10 @@ import orjson
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
 
-from ..common.vocab import PENDING
+from ...common.vocab import PENDING
+from ..core.config import ServerConfig
+from ..core.service import Service
 from .auth import current_caller
-from .config import ServerConfig
-from .service import Service
 
 
 def register_resources(mcp: MCPServer, svc: Service, cfg: ServerConfig) -> None:

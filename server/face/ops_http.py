@@ -24,10 +24,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from .evaluation import gpu_visible
-from .files import FILE_MODE
-from .metrics import CONTENT_TYPE
-from .service import Service
+from ..core.evaluation import gpu_visible
+from ..core.files import FILE_MODE
+from ..core.metrics import CONTENT_TYPE
+from ..core.service import Service
 
 HEALTH_TIMEOUT_S = 2.0
 

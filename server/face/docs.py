@@ -1,7 +1,7 @@
 """The README's tool table, generated from the live server so the two cannot drift.
 
-    python -m adaexplore.server.docs          # print the table
-    python -m adaexplore.server.docs --write  # rewrite it in README.md in place
+    python -m adaexplore.server.face.docs          # print the table
+    python -m adaexplore.server.face.docs --write  # rewrite it in README.md in place
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ START, END = "<!-- tools:start -->", "<!-- tools:end -->"
 async def _tools() -> list:
     from mcp import Client
 
+    from ..core.config import ServerConfig
     from .app import build_server
-    from .config import ServerConfig
 
     with tempfile.TemporaryDirectory() as tmp:
         mcp, svc = build_server(ServerConfig(data_dir=Path(tmp)))

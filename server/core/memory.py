@@ -15,7 +15,7 @@ import time
 from contextlib import nullcontext
 from typing import Any
 
-from ..common.db import Database
+from ...common.db import Database
 from .errors import InvalidRequest, NotFound, Unavailable
 from .models import (
     CloseRuleInfo,
@@ -65,8 +65,8 @@ class MemoryAdapter:
             with self._lock:
                 if self._store is None:
                     try:
-                        from ..skills import semantic
-                        from ..skills.store import MemoryStore
+                        from ...skills import semantic
+                        from ...skills.store import MemoryStore
 
                         self._store = MemoryStore(self.db, threshold=self.threshold,
                                                   write_wait_s=self.write_wait_s)
@@ -110,7 +110,7 @@ class MemoryAdapter:
 
     def view(self, task_source: str | None, token_budget: int, include_candidates: bool,
              include_signatures: bool = False) -> SkillMemoryResult:
-        from ..skills.models import MemoryBusyError
+        from ...skills.models import MemoryBusyError
 
         unavailable = SkillMemoryResult(rendered="", rules=[], available=False, threshold=self.threshold)
         if self.store is None:
@@ -122,7 +122,7 @@ class MemoryAdapter:
         except (MemoryBusyError, sqlite3.OperationalError):
             log.warning("skill memory busy; this call answers unavailable", exc_info=True)
             return unavailable
-        from ..skills import semantic
+        from ...skills import semantic
 
         return SkillMemoryResult(
             rendered=v.rendered,
@@ -143,9 +143,9 @@ class MemoryAdapter:
     def _call(self, what: str, fn: Any, *args: Any, write: bool = True, **kwargs: Any) -> Any:
         """Run one store operation (a write takes the write turn); a busy memory or an unknown id
         becomes a clear domain error."""
-        from ..skills.merging import UnknownMergeError
-        from ..skills.models import MemoryBusyError
-        from ..skills.store import UnknownRuleError
+        from ...skills.merging import UnknownMergeError
+        from ...skills.models import MemoryBusyError
+        from ...skills.store import UnknownRuleError
 
         try:
             with self._turn if write else nullcontext():
@@ -206,7 +206,7 @@ class MemoryAdapter:
 
     def import_(self, document: dict[str, Any], who: str) -> ImportMemoryResult:
         store = self._need()
-        from ..skills.models import MemoryBusyError
+        from ...skills.models import MemoryBusyError
 
         try:
             s = store.import_(document, who=who)

@@ -48,7 +48,7 @@ async def _demo(data_dir: Path) -> int:
     env = dict(os.environ)
     env.setdefault("TRITON_INTERPRET", "0" if _has_cuda() else "1")
     params = StdioServerParameters(command=sys.executable,
-                                   args=["-m", "adaexplore.server.cli", "serve", "--data-dir", str(data_dir)],
+                                   args=["-m", "adaexplore.server.face.cli", "serve", "--data-dir", str(data_dir)],
                                    env=env)
     async with Client(params, read_timeout_seconds=600) as client:
         tools = await client.list_tools()

@@ -15,9 +15,9 @@ import uuid
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import wait as wait_futures
 
-from ..common.vocab import Action, Status
-from ..evaluator import ErrorInfo, EvalProtocol, EvalResult, Task, nan_hint, source_hash
-from ..search import (
+from ...common.vocab import Action, Status
+from ...evaluator import ErrorInfo, EvalProtocol, EvalResult, Task, nan_hint, source_hash
+from ...search import (
     SearchParams,
     TreeIndex,
     budget_left,

@@ -21,7 +21,7 @@ import anyio
 import anyio.to_thread
 import uvicorn
 
-from .service import Service
+from ..core.service import Service
 
 log = logging.getLogger("adaexplore.server")
 

@@ -12,7 +12,7 @@ import os
 import sys
 import threading
 
-from ..evaluator import EvaluatorFleet, EvaluatorLike
+from ...evaluator import EvaluatorFleet, EvaluatorLike
 from . import texts
 from .config import ServerConfig
 

@@ -16,7 +16,7 @@ import operator
 from collections.abc import Iterable
 from typing import Any
 
-from ..common import pysource
+from ...common import pysource
 
 _FACTORIES = {"randn", "rand", "zeros", "ones", "empty", "randint", "full", "randn_like", "rand_like"}
 _BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.FloorDiv: operator.floordiv,

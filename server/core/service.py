@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import logging
 
-from ..common.vocab import Status
-from ..evaluator import EvaluatorLike
+from ...common.vocab import Status
+from ...evaluator import EvaluatorLike
 from .config import ServerConfig
 from .evaluation import EvaluatorHolder
 from .leases import SHUTDOWN, LeaseKeeper, infra_result, new_owner

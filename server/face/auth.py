@@ -11,7 +11,7 @@ import anyio.to_thread
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.auth.provider import AccessToken
 
-from .store import Store
+from ..core.store import Store
 
 SCOPES = ("read", "write", "admin")
 TOKEN_PREFIX = "adx_"

@@ -26,10 +26,9 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field
 
-from .auth import ScopeError, current_caller
-from .config import ServerConfig
-from .errors import ServiceError
-from .models import (
+from ..core.config import ServerConfig
+from ..core.errors import ServiceError
+from ..core.models import (
     MAX_EDITS,
     MAX_EXCERPT_CHARS,
     MAX_ID_CHARS,
@@ -60,7 +59,8 @@ from .models import (
     TreeSummary,
     UnmergeResult,
 )
-from .service import Service
+from ..core.service import Service
+from .auth import ScopeError, current_caller
 
 READ = ToolAnnotations(read_only_hint=True, idempotent_hint=True, destructive_hint=False, open_world_hint=False)
 # register_task: repeating it returns the same task, nothing is overwritten.

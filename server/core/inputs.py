@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from ..common import pysource
+from ...common import pysource
 from .errors import InvalidRequest, NotFound
 
 TOO_DEEP = ("{what} nests too deeply for Python's parser (a very long chained expression, or deeply nested "

@@ -12,9 +12,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ..common.redact import scrub
-from ..common.vocab import PENDING, REFERENCE, Action
-from ..evaluator import (
+from ...common.redact import scrub
+from ...common.vocab import PENDING, REFERENCE, Action
+from ...evaluator import (
     TOLERANCE_PROFILES,
     EvalProtocol,
     Task,
@@ -23,7 +23,7 @@ from ..evaluator import (
     source_hash,
     task_name_from_path,
 )
-from ..search import NodeView, PendingView, SearchParams, TreeIndex, best_nodes, budget_left
+from ...search import NodeView, PendingView, SearchParams, TreeIndex, best_nodes, budget_left
 from . import texts
 from .config import ServerConfig
 from .errors import InvalidRequest, NotFound, Unavailable

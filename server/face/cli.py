@@ -11,9 +11,9 @@ import sys
 import time
 from pathlib import Path
 
-from ..evaluator import SANDBOX_FULL, probe_sandbox
-from .config import ServerConfig
-from .errors import ServiceError
+from ...evaluator import SANDBOX_FULL, probe_sandbox
+from ..core.config import ServerConfig
+from ..core.errors import ServiceError
 
 
 def _login() -> str:
@@ -51,8 +51,8 @@ def _config(args: argparse.Namespace, **extra: object) -> ServerConfig:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    from ..core.files import secure_tree
     from .app import HttpSettings, build_server, http_app, quiet_stdout_logging
-    from .files import secure_tree
 
     os.umask(0o077)  # whatever this process or the evaluator creates is the owner's alone
     sys.setswitchinterval(0.001)  # threads answering tools get the interpreter back quickly from busy ones
@@ -91,7 +91,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from ..evaluator import Evaluator, TaskError, load_task_file, to_json
+    from ...evaluator import Evaluator, TaskError, load_task_file, to_json
 
     try:
         task = load_task_file(args.task)
@@ -133,8 +133,8 @@ def where_time_went(trace: list[dict], wall_s: float, timed: bool) -> str:
 
 
 def cmd_token(args: argparse.Namespace) -> int:
+    from ..core.store import Store
     from .auth import issue_token, parse_scopes
-    from .store import Store
 
     store = Store(_config(args).db_path)
     if args.token_cmd == "issue":
@@ -157,8 +157,8 @@ def cmd_token(args: argparse.Namespace) -> int:
 
 
 def cmd_tasks(args: argparse.Namespace) -> int:
-    from ..evaluator import TaskError, load_task_folder
-    from .service import Service
+    from ...evaluator import TaskError, load_task_folder
+    from ..core.service import Service
 
     try:
         tasks, skipped = load_task_folder(args.folder)
@@ -188,7 +188,7 @@ def cmd_tasks(args: argparse.Namespace) -> int:
 
 
 def cmd_memory(args: argparse.Namespace) -> int:
-    from ..skills.store import MemoryStore, UnknownRuleError
+    from ...skills.store import MemoryStore, UnknownRuleError
 
     cfg = _config(args)
     cfg.db_path.parent.mkdir(parents=True, exist_ok=True)

@@ -25,8 +25,8 @@ from typing import Any, TypeVar
 
 import orjson
 
-from ..common.db import Database, Schema, add_column, script
-from ..common.vocab import PENDING, Status
+from ...common.db import Database, Schema, add_column, script
+from ...common.vocab import PENDING, Status
 from .files import secure_file
 
 # The release before `user_version` had these tables (with `synthetic`, `owner` and `lease_expires` added

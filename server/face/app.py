@@ -12,15 +12,15 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.applications import Starlette
 
-from ..evaluator import EvaluatorLike
-from . import texts
+from ...evaluator import EvaluatorLike
+from ..core import texts
+from ..core.config import ServerConfig
+from ..core.metrics import Metrics
+from ..core.service import Service
 from .auth import StoreTokenVerifier
-from .config import ServerConfig
-from .metrics import Metrics
 from .ops_http import AccessLog, access_logger, ops_routes
 from .prompts import register_prompts
 from .resources import register_resources
-from .service import Service
 from .tools import register_tools
 
 INSTRUCTIONS = (
