@@ -148,9 +148,9 @@ class Load:
 
 
 def audit(db: Path, tid: str, load: Load, settle_s: float = 300) -> list[str]:
-    from adaexplore.server.core.store import Store
+    from adaexplore.server.core.tree_store import TreeStore
 
-    store = Store(db)
+    store = TreeStore(db)
     conn = store.conn()
     end = time.time() + settle_s
     while conn.execute("SELECT COUNT(*) FROM nodes WHERE task_id = ? AND status IS NULL", (tid,)).fetchone()[0] \

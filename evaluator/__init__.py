@@ -14,12 +14,12 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
+    from .evaluator import Evaluator
     from .fleet import EvaluatorFleet
     from .lint.hints import nan_hint
     from .profile.report import ProfileReport
     from .results import TOLERANCE_PROFILES, ErrorInfo, EvalProtocol, EvalResult, Status, TaskValidation, to_json
     from .sandbox.confine import LEVEL_FULL as SANDBOX_FULL
-    from .service import Evaluator
     from .task import (
         Task,
         TaskError,
@@ -102,7 +102,7 @@ _HOMES = {
     "ErrorInfo": (".results", "ErrorInfo"),
     "EvalProtocol": (".results", "EvalProtocol"),
     "EvalResult": (".results", "EvalResult"),
-    "Evaluator": (".service", "Evaluator"),
+    "Evaluator": (".evaluator", "Evaluator"),
     "EvaluatorFleet": (".fleet", "EvaluatorFleet"),
     "ProfileReport": (".profile.report", "ProfileReport"),
     "Status": (".results", "Status"),

@@ -160,7 +160,7 @@ class EvaluatorFleet:
         if members is not None:
             self.members = list(members)
         else:
-            from .service import Evaluator, default_parallel, usable_cores
+            from .evaluator import Evaluator, default_parallel, usable_cores
 
             devices = list(devices) if devices else (visible_gpus() or ["cpu"])
             gpus = [d for d in devices if d.startswith("cuda")]

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from .core.config import ServerConfig
     from .core.errors import InvalidRequest, NotFound, ServiceError, Unavailable
-    from .core.service import Service
+    from .core.services import Service
     from .face.app import HttpSettings, build_server, http_app
     from .face.cli import main
     from .face.serving import serve_http, serve_stdio
@@ -40,7 +40,7 @@ _HOMES = {
     "InvalidRequest": ".core.errors",
     "NotFound": ".core.errors",
     "ServerConfig": ".core.config",
-    "Service": ".core.service",
+    "Service": ".core.services",
     "ServiceError": ".core.errors",
     "Unavailable": ".core.errors",
     "build_server": ".face.app",

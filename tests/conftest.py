@@ -31,7 +31,7 @@ gpu = pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA device")
 @pytest.fixture(scope="session")
 def evaluator(tmp_path_factory):
     """One evaluator (one warm parent process) shared by the whole test session."""
-    from adaexplore.evaluator.service import Evaluator
+    from adaexplore.evaluator.evaluator import Evaluator
 
     ev = Evaluator(work_dir=tmp_path_factory.mktemp("evaluator"), baselines=("eager",))
     yield ev
@@ -43,7 +43,7 @@ def admitting_evaluator(tmp_path):
     """An evaluator (tracing its jobs) that admits jobs by device memory as on a GPU with 8 GiB
     for jobs, so a job that runs out of memory beside others is run again as there."""
     from adaexplore.evaluator.device_memory import DeviceMemory
-    from adaexplore.evaluator.service import Evaluator
+    from adaexplore.evaluator.evaluator import Evaluator
 
     ev = Evaluator(work_dir=tmp_path / "ev", trace=True)
     ev.runner._memory = DeviceMemory(capacity_bytes=8 << 30)
@@ -109,8 +109,8 @@ def server_data_dir(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def sandboxed(server_data_dir):
+    from adaexplore.evaluator.evaluator import Evaluator
     from adaexplore.evaluator.sandbox.confine import LEVEL_FULL
-    from adaexplore.evaluator.service import Evaluator
 
     ev = Evaluator(work_dir=server_data_dir / "work", hidden_paths=[server_data_dir], max_parallel=2)
     if ev.sandbox_level() != LEVEL_FULL:

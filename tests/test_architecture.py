@@ -70,3 +70,11 @@ def test_the_server_reaches_the_evaluator_only_through_its_face():
     offenders = [f"{path.relative_to(PACKAGE)}: {name}" for path in (PACKAGE / "server").rglob("*.py")
                  for name in imports_of(path) if name.startswith("adaexplore.evaluator.") and name not in face]
     assert offenders == []
+
+
+def test_the_sandbox_imports_neither_the_worker_nor_the_profile():
+    """The sandbox starts and confines processes; what runs in them is the worker's (its job table too)."""
+    offenders = [f"{path.relative_to(PACKAGE)}: {name}" for path in (PACKAGE / "evaluator" / "sandbox").rglob("*.py")
+                 for name in imports_of(path)
+                 if name.startswith(("adaexplore.evaluator.worker", "adaexplore.evaluator.profile"))]
+    assert offenders == []

@@ -9,10 +9,10 @@ import textwrap
 import pytest
 from conftest import EXAMPLES, example_task
 
+from adaexplore.evaluator.evaluator import Evaluator
 from adaexplore.evaluator.messages import COMPILED_MAX_BYTES
 from adaexplore.evaluator.results import Status
 from adaexplore.evaluator.sandbox import confine
-from adaexplore.evaluator.service import Evaluator
 from adaexplore.evaluator.worker import harness
 
 

@@ -99,7 +99,7 @@ def test_crash_of_the_warm_parent_is_infra_error_then_recovers(tmp_path):
     import os
     import signal
 
-    from adaexplore.evaluator.service import Evaluator
+    from adaexplore.evaluator.evaluator import Evaluator
 
     ev = Evaluator(work_dir=tmp_path)
     try:

@@ -9,11 +9,11 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from conftest import EXAMPLES, example_task, gpu
 
+from adaexplore.evaluator.evaluator import Evaluator, default_parallel, usable_cores
 from adaexplore.evaluator.fleet import REFERENCE_COST, Dispatch, EvaluatorFleet, Placement, physical_ids, place
 from adaexplore.evaluator.results import ErrorInfo, EvalResult, Status, TaskValidation
 from adaexplore.evaluator.sandbox import confine
 from adaexplore.evaluator.sandbox.gpu_lock import GpuLock, physical_gpu_id
-from adaexplore.evaluator.service import Evaluator, default_parallel, usable_cores
 
 # --- the dispatch rule, over plain data --------------------------------------------------------
 

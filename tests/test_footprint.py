@@ -182,7 +182,7 @@ def test_a_large_reference_waits_for_the_room_it_keeps_before_it_runs_at_all(tmp
     import time
 
     from adaexplore.evaluator.device_memory import DeviceMemory
-    from adaexplore.evaluator.service import Evaluator
+    from adaexplore.evaluator.evaluator import Evaluator
 
     tasks = large_tasks(2, 3)
     # each keeps 2 MiB while it registers and 1.25 MiB (its trials) after: one fits beside the other only idle

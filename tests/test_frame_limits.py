@@ -12,10 +12,10 @@ import torch
 from conftest import EXAMPLES, example_task
 
 from adaexplore.common.vocab import Kind, Status
+from adaexplore.evaluator.evaluator import Evaluator
 from adaexplore.evaluator.sandbox import frames, wire
 from adaexplore.evaluator.sandbox.frames import MAX_HEADER, FrameReader
 from adaexplore.evaluator.sandbox.ring import Geometry
-from adaexplore.evaluator.service import Evaluator
 
 SOFTMAX = (EXAMPLES / "kernels" / "softmax.py").read_text()
 NONCE = "n0"

@@ -49,8 +49,10 @@ def _install_and_run(tmp_path: Path, editable: bool) -> str:
     script = tmp_path / "venv" / "bin" / "adaexplore"
     out = subprocess.run([str(script), "--help"], check=True, capture_output=True, text=True, cwd=outside).stdout
     where = subprocess.run(
-        [str(py), "-c", "import adaexplore.evaluator, adaexplore.server, adaexplore.search, adaexplore.skills,"
-                        " adaexplore.examples as e; print(adaexplore.evaluator.__file__); print(e.__file__)"],
+        [str(py), "-c", "import adaexplore.common, adaexplore.evaluator, adaexplore.server, adaexplore.search,"
+                        " adaexplore.skills, adaexplore.examples as e;"
+                        " [print(m.__file__) for m in (adaexplore.common, adaexplore.search, adaexplore.server,"
+                        " adaexplore.skills)]; print(adaexplore.evaluator.__file__); print(e.__file__)"],
         check=True, capture_output=True, text=True, cwd=outside).stdout
     # Nothing generic like `server` or `search` is importable at the top level.
     top = subprocess.run([str(py), "-c", "import server"], capture_output=True, cwd=outside)
@@ -68,7 +70,10 @@ def test_wheel_install_console_script_runs_outside_the_checkout(tmp_path):
 
 
 @pytest.mark.slow
-def test_editable_install_maps_the_four_folders(tmp_path):
+def test_editable_install_maps_the_six_folders(tmp_path):
     out = _install_and_run(tmp_path, editable=True)
     assert "serve" in out
-    assert out.splitlines()[-2].startswith(str(ROOT / "evaluator"))
+    lines = out.splitlines()
+    mapped = [lines[-6], lines[-5], lines[-4], lines[-3], lines[-2], lines[-1]]
+    folders = ["common", "search", "server", "skills", "evaluator", "examples"]
+    assert [str(Path(f).parent) for f in mapped] == [str(ROOT / folder) for folder in folders]

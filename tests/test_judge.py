@@ -11,9 +11,9 @@ import pytest
 import torch
 from conftest import EXAMPLES, example_task, job_spec
 
-from adaexplore.evaluator.judge.store import BudgetBusy, BudgetExceeded, OutputStore
+from adaexplore.evaluator.evaluator import Evaluator
+from adaexplore.evaluator.judge.reference_store import BudgetBusy, BudgetExceeded, OutputStore
 from adaexplore.evaluator.results import Status
-from adaexplore.evaluator.service import Evaluator
 from adaexplore.evaluator.task import Task, check_task_source
 
 BIG_TASK = '''
@@ -327,7 +327,7 @@ def test_a_reference_that_finds_the_judge_full_of_references_in_use_waits_and_is
     store.put("busy", "trial:0", [torch.zeros(200)])
     store.reserve("new", 100)
     store.put("new", "trial:0", [torch.zeros(25)])
-    from adaexplore.evaluator.judge.store import BudgetBusy
+    from adaexplore.evaluator.judge.reference_store import BudgetBusy
 
     with pytest.raises(BudgetBusy, match="held by the references of tasks in use") as turned_away:
         store.reserve("new", 400, in_use=frozenset({"busy"}))

@@ -176,7 +176,7 @@ class ModelNew(nn.Module):
 
 
 def test_an_output_larger_than_a_stage_is_judged_whole_through_the_evaluator(tmp_path):
-    from adaexplore.evaluator.service import Evaluator
+    from adaexplore.evaluator.evaluator import Evaluator
     from adaexplore.evaluator.task import Task, check_task_source
 
     check_task_source(BIG_OUTPUT_TASK)

@@ -132,10 +132,10 @@ def test_a_rule_recorded_on_a_node_whose_code_uses_its_construct_is_linked_to_th
                     reason="needs the memory extra (pip install adaexplore[memory])")
 def test_with_embeddings_a_paraphrase_sharing_no_construct_is_proposed(tmp_path, monkeypatch):
     from adaexplore.skills import semantic
-    from adaexplore.skills.store import MemoryStore
+    from adaexplore.skills.skill_store import SkillStore
 
     monkeypatch.setenv(semantic.ENV, "on")
-    store = MemoryStore(tmp_path / "m.db")
+    store = SkillStore(tmp_path / "m.db")
     stored = store.record_rule(text=DOT_SHAPES, who="a", task_id="t1")
     store.record_rule(text="Mask the tail of every tl.load so rows past the end are not read", who="a", task_id="t2")
     store.record_rule(text="Subtract the row maximum before exponentiating in a softmax", who="a", task_id="t3")

@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 
 from adaexplore.common.db import Database, Schema, script
-from adaexplore.server.core.store import SCHEMA as SERVER_SCHEMA
-from adaexplore.server.core.store import Store, root_id
+from adaexplore.server.core.tree_store import SCHEMA as SERVER_SCHEMA
+from adaexplore.server.core.tree_store import TreeStore, root_id
 from adaexplore.server.face.auth import hash_token
-from adaexplore.skills.store import SCHEMA as SKILLS_SCHEMA
-from adaexplore.skills.store import MemoryStore
+from adaexplore.skills.skill_store import SCHEMA as SKILLS_SCHEMA
+from adaexplore.skills.skill_store import SkillStore
 
 PREVIOUS = Path(__file__).resolve().parent / "fixtures" / "previous_release"
 PREVIOUS_SERVER_TABLES = (PREVIOUS / "server.sql").read_text()
@@ -61,8 +61,8 @@ def test_a_previous_release_database_keeps_its_tasks_nodes_tokens_and_rules(tmp_
     path = tmp_path / "adaexplore.db"
     previous_release_database(path)
 
-    store = Store(path)
-    memory = MemoryStore(path, threshold=2)
+    store = TreeStore(path)
+    memory = SkillStore(path, threshold=2)
 
     task = store.get_task("t1")
     assert task is not None and task.name == "softmax" and task.created_by == "alice" and not task.synthetic
@@ -88,8 +88,8 @@ def test_a_previous_release_database_keeps_its_tasks_nodes_tokens_and_rules(tmp_
 def test_an_upgraded_database_records_both_schemas_in_user_version_and_upgrades_once(tmp_path):
     path = tmp_path / "adaexplore.db"
     previous_release_database(path)
-    Store(path).close()
-    MemoryStore(path)
+    TreeStore(path).close()
+    SkillStore(path)
 
     db = Database(path)
     assert SERVER_SCHEMA.version_in(db.user_version()) == len(SERVER_SCHEMA.steps)
@@ -97,8 +97,8 @@ def test_an_upgraded_database_records_both_schemas_in_user_version_and_upgrades_
     meta = db.conn().execute("SELECT COUNT(*) FROM server_meta WHERE key = 'schema_version'").fetchone()[0]
     assert meta == 0  # the old marker is gone: user_version is the one place a version lives
     before = db.conn().execute("SELECT COUNT(*) FROM skill_rule_keys").fetchone()[0]
-    Store(path).close()
-    MemoryStore(path)
+    TreeStore(path).close()
+    SkillStore(path)
     assert db.conn().execute("SELECT COUNT(*) FROM skill_rule_keys").fetchone()[0] == before
 
 

@@ -16,9 +16,9 @@ import torch
 from conftest import EXAMPLES, example_task, gpu
 
 from adaexplore.common.vocab import JudgeOp, Status
+from adaexplore.evaluator.evaluator import Evaluator
 from adaexplore.evaluator.judge.process import Judge
 from adaexplore.evaluator.sandbox import procs, ring, wire
-from adaexplore.evaluator.service import Evaluator
 
 SOFTMAX = (EXAMPLES / "kernels" / "softmax.py").read_text()
 
@@ -325,7 +325,7 @@ def test_a_judge_started_from_a_short_lived_thread_outlives_that_thread(tmp_path
 
 STOPPED_JUDGE_SERVER = """
 import sys, time
-from adaexplore.evaluator.service import Evaluator
+from adaexplore.evaluator.evaluator import Evaluator
 ev = Evaluator(work_dir=sys.argv[1])
 ev.judge.start()
 stop = ev.judge.stop_for_measurement()

@@ -16,10 +16,10 @@ from conftest import EXAMPLES, example_task
 from test_frame_limits import Taker as PipeTaker
 
 from adaexplore.common.vocab import Kind, Status
+from adaexplore.evaluator.evaluator import Evaluator
 from adaexplore.evaluator.judge.client import RingLease
 from adaexplore.evaluator.sandbox import ring, wire
 from adaexplore.evaluator.sandbox.frames import FrameReader
-from adaexplore.evaluator.service import Evaluator
 
 SOFTMAX = (EXAMPLES / "kernels" / "softmax.py").read_text()
 

@@ -21,8 +21,8 @@ import time
 import pytest
 from conftest import EXAMPLES, example_task
 
+from adaexplore.evaluator.evaluator import Evaluator
 from adaexplore.evaluator.results import Status
-from adaexplore.evaluator.service import Evaluator
 
 SOFTMAX = (EXAMPLES / "kernels" / "softmax.py").read_text()
 ATTACK = '''

@@ -20,8 +20,8 @@ import pytest
 from conftest import example_task
 from test_sandbox_hostile import hostile, run
 
+from adaexplore.evaluator.evaluator import Evaluator
 from adaexplore.evaluator.results import Status
-from adaexplore.evaluator.service import Evaluator
 
 ONCE = "import builtins\nif getattr(builtins, 'rt_done', False):\n    return None\nbuiltins.rt_done = True\n"
 

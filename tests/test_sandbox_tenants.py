@@ -21,9 +21,9 @@ import pytest
 from conftest import example_task
 from test_sandbox_hostile import hostile, run
 
+from adaexplore.evaluator.evaluator import Evaluator
 from adaexplore.evaluator.results import Status
 from adaexplore.evaluator.sandbox import confine
-from adaexplore.evaluator.service import Evaluator
 
 CANARY = f"canary-{uuid.uuid4().hex}"
 

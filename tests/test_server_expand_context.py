@@ -6,9 +6,9 @@ import pytest
 from server_support import SOFTMAX, compile_error_kernel
 
 from adaexplore.server.core.config import ServerConfig
-from adaexplore.server.core.models import SearchOverrides
 from adaexplore.server.core.taskfacts import input_specs
 from adaexplore.server.core.texts import change_summary
+from adaexplore.server.core.tool_models import SearchOverrides
 from adaexplore.server.face.app import build_server
 
 

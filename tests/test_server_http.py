@@ -10,7 +10,7 @@ import pytest
 from server_support import SLEEPY, SOFTMAX, HttpServer, compile_error_kernel, http_client, issue_token
 
 from adaexplore.search import NodeView, SearchParams, TreeIndex
-from adaexplore.server.core.store import Store
+from adaexplore.server.core.tree_store import TreeStore
 
 INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
         "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
@@ -128,7 +128,7 @@ def test_eight_agents_share_one_tree(tmp_path):
     finally:
         srv.stop()
     assert len({e["parent"]["node_id"] for e in first}) >= 4
-    store = Store(tmp_path / "adaexplore.db")
+    store = TreeStore(tmp_path / "adaexplore.db")
     rows = store.conn().execute("SELECT id, parent_id, action, status, speedup, seq FROM nodes WHERE task_id = ?",
                                 (tid,)).fetchall()
     assert len(rows) == 1 + 8 + 8 * 4

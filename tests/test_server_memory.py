@@ -17,7 +17,7 @@ from server_support import (
 from server_support import in_memory as call
 
 from adaexplore.server.core.config import ServerConfig
-from adaexplore.server.core.store import Store
+from adaexplore.server.core.tree_store import TreeStore
 from adaexplore.server.face.app import build_server
 from adaexplore.skills.render import estimate_tokens
 
@@ -270,7 +270,7 @@ def test_export_import_into_a_fresh_server(server, tmp_path):
 @pytest.fixture(scope="module")
 def team(tmp_path_factory):
     d = tmp_path_factory.mktemp("team")
-    store = Store(d / "adaexplore.db")
+    store = TreeStore(d / "adaexplore.db")
     tasks = [f"team-task-{k}" for k in range(8)]
     for k, tid in enumerate(tasks):  # tasks inserted directly: this module is about the memory, not validation
         store.insert_task(task_id=tid, name=tid, source=SOFTMAX + f"\n# {k}\n", source_hash=tid, validation={},

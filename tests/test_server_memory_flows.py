@@ -11,7 +11,7 @@ from server_support import in_memory as call
 
 from adaexplore.server.core.config import ServerConfig
 from adaexplore.server.face.app import build_server
-from adaexplore.skills.store import MemoryStore
+from adaexplore.skills.skill_store import SkillStore
 
 GOOD = variant("04")
 KERNEL_LINE = "    num = tl.exp(x - tl.max(x, axis=0))\n"
@@ -151,7 +151,7 @@ def big_export(n: int) -> dict:
 def test_record_failure_and_get_skill_memory_answer_while_a_large_import_runs(fresh):
     mcp, svc, task = fresh
     doc = big_export(3000)
-    importer = MemoryStore(svc.memory.db_path)  # as `adaexplore memory import` would, on the same file
+    importer = SkillStore(svc.memory.db_path)  # as `adaexplore memory import` would, on the same file
     done: dict = {}
 
     def run_import():

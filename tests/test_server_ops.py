@@ -14,7 +14,7 @@ import orjson
 import pytest
 from server_support import SLEEPY, SOFTMAX, HttpServer, compile_error_kernel, env, http_client, issue_token
 
-from adaexplore.server.core.store import Store
+from adaexplore.server.core.tree_store import TreeStore
 
 DEEP_SUM = ("import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x"
             + "+x" * 60000 + "\ndef get_inputs():\n    return [torch.randn(4)]\ndef get_init_inputs():\n    return []\n")
@@ -179,7 +179,7 @@ def test_sigterm_settles_the_running_evaluation_and_exits_0(served):
     assert slow.structured_content["status"] == "pending"
     code = srv.terminate()
     assert code == 0, srv.log_text()[-2000:]
-    store = Store(srv.data_dir / "adaexplore.db")
+    store = TreeStore(srv.data_dir / "adaexplore.db")
     pending = store.conn().execute("SELECT COUNT(*) FROM nodes WHERE status IS NULL").fetchone()[0]
     node = store.get_node(slow.structured_content["node_id"], with_source=False)
     store.close()

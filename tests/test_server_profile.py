@@ -88,8 +88,8 @@ class GpuLike:
 
 
 def test_on_a_gpu_every_correct_kernel_is_profiled_and_small_steps_see_the_parents_profile(tmp_path):
-    from adaexplore.evaluator.service import Evaluator
-    from adaexplore.server.core.models import SearchOverrides
+    from adaexplore.evaluator.evaluator import Evaluator
+    from adaexplore.server.core.tool_models import SearchOverrides
 
     inner = Evaluator(work_dir=str(tmp_path / "ev"))
     fake = GpuLike(inner)

@@ -3,19 +3,19 @@
 import os
 import time
 
-from adaexplore.server.core.store import Store, root_id
+from adaexplore.server.core.tree_store import TreeStore, root_id
 from adaexplore.server.core.treecache import TreeCache
 from adaexplore.server.face.auth import StoreTokenVerifier, hash_token, issue_token
 
 
-def make_task(store: Store, tid: str = "t1") -> None:
+def make_task(store: TreeStore, tid: str = "t1") -> None:
     store.insert_task(task_id=tid, name="t", source="src", source_hash="h0", validation={}, flags=[], params={},
                       protocol={}, created_by="local", root_status="reference", root_speedup=None, root_reward=None,
                       root_result=None)
 
 
 def test_nodes_sequence_duplicates_and_versions(tmp_path):
-    store = Store(tmp_path / "db.sqlite")
+    store = TreeStore(tmp_path / "db.sqlite")
     make_task(store)
     assert not store.insert_task(task_id="t1", name="t", source="src", source_hash="h0", validation={}, flags=[],
                                  params={}, protocol={}, created_by="x", root_status="reference", root_speedup=None,
@@ -38,7 +38,7 @@ def test_nodes_sequence_duplicates_and_versions(tmp_path):
 
 
 def test_infra_error_node_is_rerun_on_resubmission(tmp_path):
-    store = Store(tmp_path / "db.sqlite")
+    store = TreeStore(tmp_path / "db.sqlite")
     make_task(store)
     store.create_node(task_id="t1", parent_id=root_id("t1"), action="large", source="a", source_hash="ha",
                       created_by="me", expansion_id=None)
@@ -49,7 +49,7 @@ def test_infra_error_node_is_rerun_on_resubmission(tmp_path):
 
 
 def test_interrupted_evaluations_are_found(tmp_path):
-    store = Store(tmp_path / "db.sqlite")
+    store = TreeStore(tmp_path / "db.sqlite")
     make_task(store)
     store.create_node(task_id="t1", parent_id=root_id("t1"), action="large", source="a", source_hash="ha",
                       created_by="me", expansion_id=None)
@@ -59,7 +59,7 @@ def test_interrupted_evaluations_are_found(tmp_path):
 
 
 def test_expansions_expire(tmp_path):
-    store = Store(tmp_path / "db.sqlite")
+    store = TreeStore(tmp_path / "db.sqlite")
     make_task(store)
     store.create_expansion(expansion_id="x1", task_id="t1", node_id=root_id("t1"), action="large", created_by="me",
                            ttl_s=60)
@@ -70,7 +70,7 @@ def test_expansions_expire(tmp_path):
 def test_tokens_hashed_and_revocable(tmp_path):
     import anyio
 
-    store = Store(tmp_path / "db.sqlite")
+    store = TreeStore(tmp_path / "db.sqlite")
     token = issue_token(store, "alice", ["read", "write"])
     raw = store.conn().execute("SELECT hash FROM tokens").fetchone()[0]
     assert raw == hash_token(token) and token not in raw
@@ -85,7 +85,7 @@ def test_two_processes_share_the_file(tmp_path):
     """Writers in several processes: no lost or duplicated seq."""
     import multiprocessing as mp
 
-    store = Store(tmp_path / "db.sqlite")
+    store = TreeStore(tmp_path / "db.sqlite")
     make_task(store)
     ctx = mp.get_context("spawn")
     procs = [ctx.Process(target=_writer, args=(str(tmp_path / "db.sqlite"), i)) for i in range(3)]
@@ -99,7 +99,7 @@ def test_two_processes_share_the_file(tmp_path):
 
 
 def _writer(path: str, k: int) -> None:
-    store = Store(path)
+    store = TreeStore(path)
     for j in range(20):
         store.create_node(task_id="t1", parent_id="t1-0", action="large", source=f"{k}-{j}",
                           source_hash=f"{k}-{j}-{os.getpid()}", created_by="p", expansion_id=None)

@@ -58,10 +58,10 @@ def test_the_watch_sums_a_jobs_processes_and_reads_them_only_when_the_device_is_
 
 # --- the warm parent's side: who is stopped, who is marked ------------------------------------------
 
-def bare_zygote(device):
-    from adaexplore.evaluator.sandbox import zygote
+def bare_warm_parent(device):
+    from adaexplore.evaluator.sandbox import warm_parent
 
-    z = zygote.Zygote.__new__(zygote.Zygote)  # its control channel and cgroups are not needed here
+    z = warm_parent.WarmParent.__new__(warm_parent.WarmParent)  # its control channel and cgroups are not needed here
     z.children, z.watch = {}, DeviceWatch(device)
     z.killed = []
     z._kill = z.killed.append
@@ -69,7 +69,7 @@ def bare_zygote(device):
 
 
 def child(job_id, pid, share):
-    from adaexplore.evaluator.sandbox.zygote import Child
+    from adaexplore.evaluator.sandbox.warm_parent import Child
 
     c = Child(job_id, pid, 60.0, None, None, None)
     c.device_share = share
@@ -77,7 +77,7 @@ def child(job_id, pid, share):
 
 
 def test_the_warm_parent_stops_the_hog_with_its_figures_and_marks_every_job_alive_then():
-    z = bare_zygote(FakeDevice(free=200 << 20, by_pid={101: 120 * GIB, 202: 3 * GIB}))
+    z = bare_warm_parent(FakeDevice(free=200 << 20, by_pid={101: 120 * GIB, 202: 3 * GIB}))
     hog, honest = child("hog", 101, 6 * GIB), child("honest", 202, 4 * GIB)
     z.children = {"hog": hog, "honest": honest}
     z._watch_device()
@@ -88,7 +88,7 @@ def test_the_warm_parent_stops_the_hog_with_its_figures_and_marks_every_job_aliv
 
 
 def test_nothing_is_stopped_or_marked_while_the_device_has_room():
-    z = bare_zygote(FakeDevice(free=20 * GIB, by_pid={101: 100 * GIB}))
+    z = bare_warm_parent(FakeDevice(free=20 * GIB, by_pid={101: 100 * GIB}))
     hog = child("hog", 101, 6 * GIB)
     z.children = {"hog": hog}
     z._watch_device()
@@ -189,8 +189,8 @@ def test_a_forward_stuck_after_its_kernels_compiled_is_ended_in_seconds_with_its
 
     from conftest import EXAMPLES, example_task
 
+    from adaexplore.evaluator.evaluator import Evaluator
     from adaexplore.evaluator.results import Status
-    from adaexplore.evaluator.service import Evaluator
 
     source = (EXAMPLES / "kernels" / "softmax.py").read_text() + STUCK_AFTER_COMPILING
     with Evaluator(work_dir=tmp_path, stall_floor_s=3.0) as ev:
@@ -211,8 +211,8 @@ def test_a_stuck_forward_ends_in_seconds_even_between_back_to_back_measurements(
 
     from conftest import EXAMPLES, example_task
 
+    from adaexplore.evaluator.evaluator import Evaluator
     from adaexplore.evaluator.results import Status
-    from adaexplore.evaluator.service import Evaluator
 
     source = (EXAMPLES / "kernels" / "softmax.py").read_text() + STUCK_AFTER_COMPILING
     with Evaluator(work_dir=tmp_path, stall_floor_s=3.0) as ev:
@@ -245,8 +245,8 @@ def test_a_stuck_forward_ends_in_seconds_even_between_back_to_back_measurements(
 def test_an_honest_kernel_is_never_taken_for_stuck(tmp_path):
     from conftest import EXAMPLES, example_task
 
+    from adaexplore.evaluator.evaluator import Evaluator
     from adaexplore.evaluator.results import Status
-    from adaexplore.evaluator.service import Evaluator
 
     with Evaluator(work_dir=tmp_path, stall_floor_s=3.0) as ev:
         result = ev.evaluate(example_task("softmax", timeout_s=120), (EXAMPLES / "kernels" / "softmax.py").read_text())
@@ -304,7 +304,7 @@ def timed(event_ms, outputs=()):
 def test_a_measurement_whose_mean_a_few_runs_pulled_from_its_median_is_measured_again(tmp_path, monkeypatch):
     from conftest import job_spec
 
-    from adaexplore.evaluator.service import Evaluator
+    from adaexplore.evaluator.evaluator import Evaluator
 
     pulled = [1.59] * 90 + [1.6] * 2 + [9.0] * 8  # the trimmed mean moves, the median does not
     calls = []
@@ -327,7 +327,7 @@ def test_a_measurement_whose_mean_a_few_runs_pulled_from_its_median_is_measured_
 def test_a_measurement_taken_while_a_neighbour_ran_the_device_short_is_measured_again(tmp_path, monkeypatch):
     from conftest import job_spec
 
-    from adaexplore.evaluator.service import Evaluator
+    from adaexplore.evaluator.evaluator import Evaluator
 
     short = timed([18.3] * 100)  # cuDNN without its workspace: a steady, wrong 2.2x
     short.device_pressure = True
@@ -346,9 +346,9 @@ def test_a_measurement_taken_while_a_neighbour_ran_the_device_short_is_measured_
 def test_the_result_of_a_repeated_measurement_says_why_and_the_speedup_uses_medians(tmp_path, monkeypatch):
     import torch
 
+    from adaexplore.evaluator.evaluator import Evaluator
     from adaexplore.evaluator.reference import Reference
     from adaexplore.evaluator.results import EvalResult, Status, TimingStats
-    from adaexplore.evaluator.service import Evaluator
 
     ev = Evaluator(work_dir=tmp_path, cpu_timing=True)
     try:

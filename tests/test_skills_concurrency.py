@@ -1,7 +1,7 @@
 import multiprocessing as mp
 import threading
 
-from adaexplore.skills.store import MemoryStore
+from adaexplore.skills.skill_store import SkillStore
 
 WORDINGS = [
     "Do not call tl.float32(x); use x.to(tl.float32)",
@@ -13,7 +13,7 @@ ERROR = "TypeError: 'dtype' object is not callable"  # what every wording above 
 
 
 def _record(db: str, prefix: str, n: int, barrier=None) -> None:
-    store = MemoryStore(db)
+    store = SkillStore(db)
     if barrier is not None:
         barrier.wait()
     for i in range(n):
@@ -25,21 +25,21 @@ def _record(db: str, prefix: str, n: int, barrier=None) -> None:
 
 def test_threads_one_rule_exact_count(tmp_path):
     db = str(tmp_path / "mem.db")
-    MemoryStore(db)
+    SkillStore(db)
     barrier = threading.Barrier(8)
     threads = [threading.Thread(target=_record, args=(db, f"th{k}", 5, barrier)) for k in range(8)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    rules = MemoryStore(db).memory(include_candidates=True).rules
+    rules = SkillStore(db).memory(include_candidates=True).rules
     assert len(rules) == 1
     assert rules[0].count == 40 and len(rules[0].tasks) == 40
 
 
 def test_processes_and_threads_one_rule_exact_count(tmp_path):
     db = str(tmp_path / "mem.db")
-    MemoryStore(db)
+    SkillStore(db)
     ctx = mp.get_context("spawn")
     procs = [ctx.Process(target=_record, args=(db, f"proc{k}", 6)) for k in range(2)]
     for p in procs:
@@ -52,6 +52,6 @@ def test_processes_and_threads_one_rule_exact_count(tmp_path):
     for p in procs:
         p.join(120)
         assert p.exitcode == 0
-    rules = MemoryStore(db).memory(include_candidates=True).rules
+    rules = SkillStore(db).memory(include_candidates=True).rules
     assert len(rules) == 1
     assert rules[0].count == 2 * 6 + 4 * 3

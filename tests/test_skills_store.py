@@ -1,7 +1,7 @@
 import pytest
 
 from adaexplore.skills.render import estimate_tokens
-from adaexplore.skills.store import MemoryStore, UnknownRuleError
+from adaexplore.skills.skill_store import SkillStore, UnknownRuleError
 
 F32 = "Do not call tl.float32(x); use x.to(tl.float32)"
 I32 = "Never call tl.int32(v) to cast a value; use v.to(tl.int32) instead"
@@ -13,7 +13,7 @@ SOFTMAX = "Subtract the row max (tl.max) before tl.exp in a softmax, do not expo
 
 @pytest.fixture
 def store(tmp_path):
-    return MemoryStore(tmp_path / "mem.db")
+    return SkillStore(tmp_path / "mem.db")
 
 
 DTYPE_ERROR = "TypeError: 'dtype' object is not callable"
@@ -56,9 +56,9 @@ def test_near_miss_rules_stay_apart(store):
 
 
 def test_threshold_configurable(tmp_path):
-    s = MemoryStore(tmp_path / "m.db", threshold=1)
+    s = SkillStore(tmp_path / "m.db", threshold=1)
     assert s.record_rule(text=F32, who="a", task_id="t1").active
-    s5 = MemoryStore(tmp_path / "m.db", threshold=5)
+    s5 = SkillStore(tmp_path / "m.db", threshold=5)
     assert not s5.get_rule(s.memory().rules[0].id).active
 
 
@@ -91,7 +91,7 @@ def test_experiences_skip_and_link(store):
 
 
 def test_contradiction(tmp_path):
-    s = MemoryStore(tmp_path / "m.db", threshold=1, contradiction_min=2)
+    s = SkillStore(tmp_path / "m.db", threshold=1, contradiction_min=2)
     r = s.record_rule(text=MAXR, who="a", task_id="t1")
     cast = s.record_rule(text=F32, who="a", task_id="t1")
     ok_src = "import triton\n@triton.jit\ndef k(x_ptr):\n    x = tl.load(x_ptr)\n    y = x.to(tl.float32)\n    z = max(x, y)\n"
@@ -136,7 +136,7 @@ class Model(nn.Module):
 
 
 def test_relevance_ranking(tmp_path):
-    s = MemoryStore(tmp_path / "m.db", threshold=1)
+    s = SkillStore(tmp_path / "m.db", threshold=1)
     for i in range(5):
         s.record_rule(text=F32, who="a", task_id=f"t{i}")
     for i in range(3):
@@ -149,7 +149,7 @@ def test_relevance_ranking(tmp_path):
 
 
 def test_token_budget(tmp_path):
-    s = MemoryStore(tmp_path / "m.db", threshold=1)
+    s = SkillStore(tmp_path / "m.db", threshold=1)
     apis = ["tl.load", "tl.store", "tl.dot", "tl.sum", "tl.max", "tl.exp", "tl.where", "tl.arange", "tl.cumsum",
             "tl.atomic_add", "tl.program_id", "tl.reshape", "tl.trans", "tl.sqrt", "tl.log", "tl.abs"]
     for i, api in enumerate(apis):
@@ -164,7 +164,7 @@ def test_token_budget(tmp_path):
 
 
 def test_export_import_round_trip(tmp_path):
-    a = MemoryStore(tmp_path / "a.db")
+    a = SkillStore(tmp_path / "a.db")
     a.record_rule(text=F32, who="alice", task_id="t1", error_excerpt="TypeError: 'dtype' object is not callable")
     a.record_rule(text=I32, who="bob", task_id="t2", error_excerpt="TypeError: 'dtype' object is not callable")
     a.record_rule(text=WHERE, who="bob", task_id="t2")
@@ -173,7 +173,7 @@ def test_export_import_round_trip(tmp_path):
     data = a.export()
     import json
     json.dumps(data)
-    b = MemoryStore(tmp_path / "b.db")
+    b = SkillStore(tmp_path / "b.db")
     b.record_rule(text=F16, who="carol", task_id="t3", error_excerpt="TypeError: 'dtype' object is not callable")
     b.record_rule(text=F32, who="alice", task_id="t1", error_excerpt="TypeError: 'dtype' object is not callable")
     # (the same occasion exists on both sides)
@@ -187,7 +187,7 @@ def test_export_import_round_trip(tmp_path):
     assert again.evidence_added == 0 and again.experiences_added == 0
     assert len(b.memory(include_candidates=True).rules) == 2
     assert b.get_rule(cast.id).count == 3
-    fresh = MemoryStore(tmp_path / "c.db")
+    fresh = SkillStore(tmp_path / "c.db")
     fresh.import_(data, who="x")
     assert sorted(r["id"] for r in fresh.export()["rules"]) == sorted(r["id"] for r in data["rules"])
 
@@ -195,7 +195,7 @@ def test_export_import_round_trip(tmp_path):
 def test_a_rule_with_the_key_of_two_clusters_joins_them_and_says_so(tmp_path):
     """Merging does not depend on feed order: a rule whose keys match two separate rules joins them, and the
     answer lists the rule it absorbed."""
-    s = MemoryStore(tmp_path / "m.db")
+    s = SkillStore(tmp_path / "m.db")
     first = "at 3:8: y = tl.float32(x) TypeError(\"'dtype' object is not callable\")"
     second = "at 5:12: y = tl.float16(v) AttributeError: 'dtype' has no attribute '__call__'"
     a = s.record_rule(text=F32, who="a", task_id="t1", error_excerpt=f"CompilationError: {first}")
@@ -211,7 +211,7 @@ def test_a_rule_with_the_key_of_two_clusters_joins_them_and_says_so(tmp_path):
 
 def test_six_different_lessons_stay_six_rules(tmp_path):
     """Different mistakes never merge on a shared coarse failure, and each keeps its own wording."""
-    s = MemoryStore(tmp_path / "m.db")
+    s = SkillStore(tmp_path / "m.db")
     coarse = "CompilationError: the kernel failed to compile"
     lessons = ["tl.tanh does not exist; use 2*tl.sigmoid(2*x)-1",
                "libdevice.tanh returns None in the interpreter; build tanh from tl.exp",
@@ -226,9 +226,9 @@ def test_six_different_lessons_stay_six_rules(tmp_path):
 
 def test_memory_view_follows_every_write(tmp_path):
     """The rendered memory is cached per version; any write, from any store on the file, moves it."""
-    from adaexplore.skills.store import MemoryStore
+    from adaexplore.skills.skill_store import SkillStore
 
-    a, b = MemoryStore(tmp_path / "m.db"), MemoryStore(tmp_path / "m.db")
+    a, b = SkillStore(tmp_path / "m.db"), SkillStore(tmp_path / "m.db")
     for task in ("t1", "t2"):
         a.record_rule(text="Do not call tl.float32(x); use x.to(tl.float32).", who="u", task_id=task)
     assert a.memory(include_candidates=True).rules[0].count == 2

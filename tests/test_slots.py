@@ -6,7 +6,7 @@ import time
 import pytest
 from conftest import job_spec
 
-from adaexplore.evaluator.service import Evaluator
+from adaexplore.evaluator.evaluator import Evaluator
 from adaexplore.evaluator.slots import Slots
 
 

@@ -11,12 +11,12 @@ import pytest
 from conftest import EXAMPLES, HAS_CUDA, ROOT, example_task, gpu, job_spec
 
 from adaexplore.evaluator.baselines import BaselineKey, Baselines, BaselineStore
+from adaexplore.evaluator.evaluator import Evaluator
 from adaexplore.evaluator.reference import Reference
 from adaexplore.evaluator.results import EvalProtocol, EvalResult, Status, TimingStats
 from adaexplore.evaluator.sandbox import procs
 from adaexplore.evaluator.sandbox.pool import WorkerResult
-from adaexplore.evaluator.service import Evaluator
-from adaexplore.evaluator.stats import contended, summarize, uneven
+from adaexplore.evaluator.timing_stats import contended, summarize, uneven
 from adaexplore.evaluator.verdict import escaped_work, timing_verdict
 from adaexplore.evaluator.worker import harness, jobs
 from adaexplore.evaluator.worker.timing import runs_within, time_on_host

@@ -14,7 +14,7 @@ from adaexplore.evaluator.compare import compare_outputs
 from adaexplore.evaluator.results import Status, Tolerance
 from adaexplore.evaluator.sandbox import wire
 from adaexplore.evaluator.sandbox.pool import decode_messages
-from adaexplore.evaluator.stats import summarize
+from adaexplore.evaluator.timing_stats import summarize
 
 
 def test_tensor_round_trip_keeps_dtype_and_values():

@@ -1,4 +1,4 @@
-"""Exact-match edits against a parent node's source."""
+"""Exact-match edits against a parent node's source (server process, before a candidate is stored)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The errors of the server's application core: a caller's mistake, or a state the caller must wait out.
 
-Runs in the server process and in CLI commands. The core (`service*`, `memory`, `inputs`) raises
-these and knows nothing of MCP; the MCP layer (`tools`) turns every one of them into a tool error
+Runs in the server process and in CLI commands. The core (`*_service`, `skill_memory`, `inputs`) raises
+these and knows nothing of MCP; the MCP face (`face/tools`) turns every one of them into a tool error
 in one place, and the CLI prints them. Each message says how to fix the call. A failing kernel is
 a result, never an error.
 """

@@ -21,7 +21,7 @@ import uuid
 from collections.abc import Callable
 
 from ...evaluator import ErrorInfo, EvalResult, Status
-from .store import Store
+from .tree_store import TreeStore
 
 log = logging.getLogger("adaexplore.server")
 
@@ -45,7 +45,7 @@ class LeaseKeeper:
     """Renews this process's leases and fails expired ones held by others, every `lease_s / 4`;
     checkpoints the write-ahead log every second."""
 
-    def __init__(self, store: Store, owner: str, lease_s: float, on_settled: Callable[[str], None] | None = None):
+    def __init__(self, store: TreeStore, owner: str, lease_s: float, on_settled: Callable[[str], None] | None = None):
         self.store, self.owner, self.lease_s = store, owner, lease_s
         self.on_settled = on_settled
         self._stop = threading.Event()

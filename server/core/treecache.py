@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 
-from .store import NodeRow, Store
+from .tree_store import NodeRow, TreeStore
 
 
 @dataclass
@@ -41,7 +41,7 @@ class _Entry:
 
 
 class TreeCache:
-    def __init__(self, store: Store):
+    def __init__(self, store: TreeStore):
         self.store = store
         self._entries: dict[str, _Entry] = {}
         self._lock = threading.Lock()

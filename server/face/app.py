@@ -16,7 +16,7 @@ from ...evaluator import EvaluatorLike
 from ..core import texts
 from ..core.config import ServerConfig
 from ..core.metrics import Metrics
-from ..core.service import Service
+from ..core.services import Service
 from .auth import StoreTokenVerifier
 from .ops_http import AccessLog, access_logger, ops_routes
 from .prompts import register_prompts

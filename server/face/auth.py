@@ -11,7 +11,7 @@ import anyio.to_thread
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.auth.provider import AccessToken
 
-from ..core.store import Store
+from ..core.tree_store import TreeStore
 
 SCOPES = ("read", "write", "admin")
 TOKEN_PREFIX = "adx_"
@@ -40,7 +40,7 @@ def parse_scopes(text: str) -> list[str]:
     return sorted(set(scopes), key=SCOPES.index)
 
 
-def issue_token(store: Store, name: str, scopes: list[str]) -> str:
+def issue_token(store: TreeStore, name: str, scopes: list[str]) -> str:
     """Create a token; only its hash is kept, so the returned text is shown once."""
     if not _NAME_RE.match(name):
         raise ValueError("token names use letters, digits and _.@- (1 to 64 characters)")
@@ -52,7 +52,7 @@ def issue_token(store: Store, name: str, scopes: list[str]) -> str:
 class StoreTokenVerifier:
     """The SDK's TokenVerifier over the tokens table (client_id = token name)."""
 
-    def __init__(self, store: Store):
+    def __init__(self, store: TreeStore):
         self.store = store
 
     async def verify_token(self, token: str) -> AccessToken | None:

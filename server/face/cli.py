@@ -133,10 +133,10 @@ def where_time_went(trace: list[dict], wall_s: float, timed: bool) -> str:
 
 
 def cmd_token(args: argparse.Namespace) -> int:
-    from ..core.store import Store
+    from ..core.tree_store import TreeStore
     from .auth import issue_token, parse_scopes
 
-    store = Store(_config(args).db_path)
+    store = TreeStore(_config(args).db_path)
     if args.token_cmd == "issue":
         try:
             token = issue_token(store, args.name, parse_scopes(args.scopes))
@@ -158,7 +158,7 @@ def cmd_token(args: argparse.Namespace) -> int:
 
 def cmd_tasks(args: argparse.Namespace) -> int:
     from ...evaluator import TaskError, load_task_folder
-    from ..core.service import Service
+    from ..core.services import Service
 
     try:
         tasks, skipped = load_task_folder(args.folder)
@@ -188,11 +188,11 @@ def cmd_tasks(args: argparse.Namespace) -> int:
 
 
 def cmd_memory(args: argparse.Namespace) -> int:
-    from ...skills.store import MemoryStore, UnknownRuleError
+    from ...skills.skill_store import SkillStore, UnknownRuleError
 
     cfg = _config(args)
     cfg.db_path.parent.mkdir(parents=True, exist_ok=True)
-    mem = MemoryStore(cfg.db_path, threshold=cfg.memory_threshold)
+    mem = SkillStore(cfg.db_path, threshold=cfg.memory_threshold)
     try:
         if args.memory_cmd == "list":
             view = mem.memory(include_candidates=args.all, limit=500, token_budget=100000)

@@ -1,4 +1,7 @@
-"""`adaexplore demo`: a scripted agent driving a short search over stdio with the official client."""
+"""`adaexplore demo`: a scripted agent driving a short search over stdio with the official client.
+
+Runs in the user's shell process (the CLI), which starts the server as a child process over stdio.
+"""
 
 from __future__ import annotations
 

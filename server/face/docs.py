@@ -1,5 +1,7 @@
 """The README's tool table, generated from the live server so the two cannot drift.
 
+Runs in its own process (a developer's shell, or a test), which builds a server in memory:
+
     python -m adaexplore.server.face.docs          # print the table
     python -m adaexplore.server.face.docs --write  # rewrite it in README.md in place
 """

@@ -27,7 +27,7 @@ from starlette.routing import Route
 from ..core.evaluation import gpu_visible
 from ..core.files import FILE_MODE
 from ..core.metrics import CONTENT_TYPE
-from ..core.service import Service
+from ..core.services import Service
 
 HEALTH_TIMEOUT_S = 2.0
 

@@ -12,7 +12,7 @@ from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
 
 from ...common.vocab import PENDING
 from ..core.config import ServerConfig
-from ..core.service import Service
+from ..core.services import Service
 from .auth import current_caller
 
 

@@ -21,7 +21,7 @@ import anyio
 import anyio.to_thread
 import uvicorn
 
-from ..core.service import Service
+from ..core.services import Service
 
 log = logging.getLogger("adaexplore.server")
 

@@ -28,7 +28,8 @@ from pydantic import BaseModel, Field
 
 from ..core.config import ServerConfig
 from ..core.errors import ServiceError
-from ..core.models import (
+from ..core.services import Service
+from ..core.tool_models import (
     MAX_EDITS,
     MAX_EXCERPT_CHARS,
     MAX_ID_CHARS,
@@ -59,7 +60,6 @@ from ..core.models import (
     TreeSummary,
     UnmergeResult,
 )
-from ..core.service import Service
 from .auth import ScopeError, current_caller
 
 READ = ToolAnnotations(read_only_hint=True, idempotent_hint=True, destructive_hint=False, open_world_hint=False)

@@ -29,7 +29,8 @@ from .config import ServerConfig
 from .errors import InvalidRequest, NotFound, Unavailable
 from .evaluation import EvaluatorHolder
 from .inputs import check_parsable, missing_task_file, resolve_task_path, scrub_pairs
-from .models import (
+from .taskfacts import input_specs
+from .tool_models import (
     MAX_SOURCE_CHARS,
     BestCandidatesResult,
     Candidate,
@@ -45,8 +46,7 @@ from .models import (
     TensorSpec,
     TreeSummary,
 )
-from .store import NodeRow, Store, TaskRow, root_id
-from .taskfacts import input_specs
+from .tree_store import NodeRow, TaskRow, TreeStore, root_id
 from .treecache import TreeCache
 
 log = logging.getLogger("adaexplore.server")
@@ -70,7 +70,7 @@ def _runtime_ms(result: dict[str, Any] | None) -> float | None:
 class TreeService:
     """Task registration and read-only views of the tree."""
 
-    def __init__(self, config: ServerConfig, store: Store, cache: TreeCache, evaluators: EvaluatorHolder):
+    def __init__(self, config: ServerConfig, store: TreeStore, cache: TreeCache, evaluators: EvaluatorHolder):
         self.config = config
         self.store = store
         self.cache = cache

@@ -1,14 +1,17 @@
-"""The server's application core: the services behind the tools, composed over one store and one evaluator.
+"""The server's application core: the services behind the tools, over one store and the evaluators.
+
+The evaluators are one per GPU (one CPU pool without a GPU), held by `evaluation.EvaluatorHolder` as
+one fleet and started on first use.
 
 Runs in the server process (and in CLI commands that change state). Nothing here speaks MCP: the
 services are plain blocking methods (tools call them on worker threads) that raise the domain errors
 of `errors` for a caller's mistake; a failing kernel is a result, never an error. Each concern is a
 service of its own, built here with what it needs:
 
-* `tasks` (`TreeService`): task registration and the read-only views of the tree;
-* `search` (`SearchService`): expansion, submission and evaluation of candidates;
-* `skills` (`SkillService`): the skill memory as the tree sees it, synthesis briefs, failure rules;
-* `memory` (`MemoryAdapter`): the skill memory's own operations (merges, edits, export, import).
+* `tasks` (`TreeService`, in `tree_service`): task registration and the read-only views of the tree;
+* `search` (`SearchService`, in `search_service`): expansion, submission and evaluation of candidates;
+* `skills` (`SkillService`, in `skill_service`): the skill memory as the tree sees it, synthesis briefs, failure rules;
+* `memory` (`SkillMemory`, in `skill_memory`): the skill memory's own operations (merges, edits, export, import).
 """
 
 from __future__ import annotations
@@ -20,12 +23,12 @@ from ...evaluator import EvaluatorLike
 from .config import ServerConfig
 from .evaluation import EvaluatorHolder
 from .leases import SHUTDOWN, LeaseKeeper, infra_result, new_owner
-from .memory import MemoryAdapter
 from .metrics import Metrics
-from .service_memory import SkillService
-from .service_search import SearchService
-from .service_tree import TreeService
-from .store import Store
+from .search_service import SearchService
+from .skill_memory import SkillMemory
+from .skill_service import SkillService
+from .tree_service import TreeService
+from .tree_store import TreeStore
 from .treecache import TreeCache
 
 log = logging.getLogger("adaexplore.server")
@@ -36,10 +39,10 @@ class Service:
 
     def __init__(self, config: ServerConfig, *, evaluator: EvaluatorLike | None = None):
         self.config = config
-        self.store = Store(config.db_path)
+        self.store = TreeStore(config.db_path)
         self.cache = TreeCache(self.store)
         self.evaluators = EvaluatorHolder(config, evaluator)
-        self.memory = MemoryAdapter(self.store.db, threshold=config.memory_threshold)
+        self.memory = SkillMemory(self.store.db, threshold=config.memory_threshold)
         self.metrics = Metrics()
         self.owner = new_owner()
         self.tasks = TreeService(config, self.store, self.cache, self.evaluators)

@@ -261,7 +261,7 @@ _NODE_COLUMNS = ("id, task_id, parent_id, seq, action, status, result, feedback,
 _DETAIL_COLUMNS = "id, parent_id, action, status, feedback, speedup, reward, seq, created_by"
 
 
-class Store:
+class TreeStore:
     """Thread-safe access to the server's tables (one connection per thread, see `adaexplore.common.db`)."""
 
     def __init__(self, path: str | Path):

@@ -10,7 +10,7 @@ for the write lock longer than its own bound (``write_wait_s``); one that cannot
 Commits do not wait for the disk (WAL with ``synchronous=NORMAL``, as the server's own tables): a
 power loss can lose the last commits but never corrupts the file.
 
-``MemoryStore`` owns its schema and transactions; rule rows and merges live
+``SkillStore`` owns its schema and transactions; rule rows and merges live
 in ``merging``, merge keys in ``keys``, proposals in ``proposals``, the read side in ``views`` and
 export/import in ``exchange``.
 """
@@ -69,7 +69,8 @@ from .merging import (
     unmerge,
     wording_key,
 )
-from .models import (
+from .proposals import Candidate, closest, look_alike_groups
+from .records import (
     CloseRule,
     GroupMember,
     ImportSummary,
@@ -80,14 +81,13 @@ from .models import (
     SignatureCount,
     UnknownRuleError,
 )
-from .models import now as _now
-from .proposals import Candidate, closest, look_alike_groups
+from .records import now as _now
 from .signature import construct_of, normalize_message, signature, split_excerpt
 from .similarity import RuleView
 from .views import contradicting_nodes, frequent_signature_rows, rule_views, serve
 
 __all__ = [
-    "EXPORT_FORMAT", "SKIPPED_STATUSES", "ImportSummary", "MemoryBusyError", "MemoryStore", "MemoryView",
+    "EXPORT_FORMAT", "SKIPPED_STATUSES", "ImportSummary", "MemoryBusyError", "SkillStore", "MemoryView",
     "RecordOutcome", "SignatureCount", "UnknownMergeError", "UnknownRuleError", "text_key", "wording_key",
 ]
 
@@ -148,7 +148,7 @@ SCHEMA = Schema("skills", slot=1, steps=[_tables, script(_JUDGED_AND_ENCODED)])
 """The skill memory's tables: slot 1 of the file's `user_version`."""
 
 
-class MemoryStore:
+class SkillStore:
     """Skill memory in the SQLite file ``db`` (a path, or the server's open `Database`; tables ``skill_*``).
 
     ``write_wait_s`` bounds how long one write waits for the write lock, ``read_wait_s`` how long

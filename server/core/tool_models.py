@@ -1,4 +1,7 @@
-"""The contracts of every tool: typed inputs and outputs (these become the JSON schemas)."""
+"""The contracts of every tool: typed inputs and outputs (these become the JSON schemas).
+
+Imported in the server process: the core's services return these, and the face hands them to MCP.
+"""
 
 from __future__ import annotations
 

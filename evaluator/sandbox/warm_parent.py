@@ -1,7 +1,8 @@
 """The warm parent: imports torch and Triton once, then forks one process per job.
 
-Run as `python -P -m adaexplore.evaluator.sandbox.zygote FD`, where FD is one end of a Unix socket
-to the evaluator, with an environment the evaluator allow-listed. Each job request arrives on it
+Runs in its own process, started as `python -P -m adaexplore.evaluator.worker.warm_start FD`: the
+worker package owns the job table (what a child runs for each kind of job) and hands it to `main`,
+so nothing here imports the worker or the profile. FD is one end of a Unix socket to the evaluator, with an environment the evaluator allow-listed. Each job request arrives on it
 as a few lifecycle settings with descriptors attached (file descriptor passing): the write ends
 of the job's result and output pipes, and a sealed memfd holding the job itself (task and
 candidate source, nonce). Only the forked child reads that memfd, so this process, whose memory
@@ -34,14 +35,18 @@ import socket
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 
-from ...common.vocab import Job, Op, Phase, Reply
+from ...common.vocab import Op, Reply
 from . import confine
 from .cgroups import JobCgroups
 from .compile_mark import CompileMark
 from .device_watch import DeviceWatch, Overdraw, open_reader
 from .procs import adopt_orphans, children_of, die_with_parent, file_table, files_held, until_stopped
 from .stall import StallClock
+
+# What a forked child runs once it is confined: (job, result fd, gate fd, compile mark, fork time).
+RunJob = Callable[[dict, int, "int | None", CompileMark, float], None]
 
 KEEP_ENV = ("PATH", "TRITON_INTERPRET", "CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH",
             "CUDA_HOME", "TRITON_PTXAS_PATH", "TRITON_LIBCUDA_PATH", "NCCL_NVLS_ENABLE",
@@ -78,9 +83,10 @@ class Child:
         self.pressure = False  # alive while the device ran short: a failure may not be its own
 
 
-class Zygote:
-    def __init__(self, ctrl: socket.socket, level: str, limits: JobCgroups) -> None:
+class WarmParent:
+    def __init__(self, ctrl: socket.socket, level: str, limits: JobCgroups, run_job: RunJob) -> None:
         self.ctrl = ctrl
+        self.run_job = run_job  # the worker's job table (`worker.warm_start`): the sandbox runs no job itself
         self.level, self.limits = level, limits
         self.stale_cgroups: list[list[str]] = []
         self.sel = selectors.DefaultSelector()
@@ -265,21 +271,7 @@ class Zygote:
                 import torch
 
                 torch.set_num_threads(int(job["threads"]))
-            from .. import profile as profiling
-            from ..worker import footprint, jobs, timing
-            from ..worker.harness import Reporter
-            from .compile_mark import install
-            from .ring import Geometry, RingWriter
-
-            runner = {Job.reference: jobs.run_reference, Job.candidate: jobs.run_candidate,
-                      Job.timing: jobs.run_timing, Job.profile: profiling.run_profile,
-                      Job.footprint: footprint.run_footprint}[job["kind"]]
-            ring = job.get("ring")
-            writer = RingWriter(int(ring["fd"]), int(ring["credit_fd"]), Geometry.from_job(ring)) if ring else None
-            rep = Reporter(result_fd, job.get("nonce"), gate=keep.fileno() if keep else None, ring=writer)
-            rep.phases[Phase.start] = time.monotonic() - forked_at  # the sandbox, imports: before any job code
-            install(mark, timing.drain_device, tally=rep.phases)
-            runner(job, rep)
+            self.run_job(job, result_fd, keep.fileno() if keep else None, mark, forked_at)
             code = 0
         except BaseException:  # noqa: BLE001 - the parent reads the exit code
             import traceback
@@ -569,7 +561,8 @@ def read_job(fd: int) -> dict:
     return {**head["job"], **{k: bytes(b) for k, b in zip(head.get("blob_keys") or [], blobs)}}
 
 
-def main() -> None:
+def main(run_job: RunJob, preload: Callable[[], None]) -> None:
+    """Serve the control channel until told to stop; `preload` imports what every job needs, once."""
     die_with_parent()
     adopt_orphans()
     ctrl = socket.socket(fileno=int(sys.argv[1]))
@@ -588,22 +581,15 @@ def main() -> None:
 
     import torch.utils.flop_counter  # noqa: F401
 
-    from .. import profile  # noqa: F401 - the profile job's module
-    from ..worker import (
-        jobs,  # noqa: F401 - binds the harness's originals before any candidate exists
-        kernel_capture,  # noqa: F401 - the profile job's launch capture
-    )
+    preload()
     from . import wire
 
     level, detail = confine.probe()
     limits = JobCgroups(int(os.environ.get("ADAEXPLORE_MAX_PROCESSES", "256")))
-    zygote = Zygote(ctrl, level, limits)
+    warm_parent = WarmParent(ctrl, level, limits, run_job)
     ctrl.sendall(wire.pack({Reply.ready.value: True, "pid": os.getpid(),
                             "sandbox": {"level": level, "detail": detail, "process_limit": limits.available,
                                         "memory_limit": limits.memory_available,
-                                        "device_watch": zygote.watch is not None}}))
-    zygote.serve()
+                                        "device_watch": warm_parent.watch is not None}}))
+    warm_parent.serve()
 
-
-if __name__ == "__main__":
-    main()

@@ -1,4 +1,8 @@
-"""The evaluator: the one entry point the server and the CLI use. Runs in their (trusted) process.
+"""One device's evaluator: its workers, its judge, its timings. Runs in the trusted process.
+
+The server enters through the fleet (`fleet.EvaluatorFleet`, one `Evaluator` per GPU behind this
+same API); the `adaexplore eval` command uses one `Evaluator` directly. Both reach it through the
+package's face (`adaexplore.evaluator`).
 
 static checks -> reference (cached) -> candidate correctness in a forked worker -> verdict in
 this trusted process -> on a GPU, timing of reference and candidate under an exclusive lock.

@@ -1,6 +1,6 @@
 """The skill memory joined with the tree: reading it for a task, briefs for new tasks, recording failure rules.
 
-Runs in the server process. The memory itself is reached through MemoryAdapter; the tasks and nodes a
+Runs in the server process. The memory itself is reached through SkillMemory; the tasks and nodes a
 call names are read through the tree service. Raises the core's domain errors.
 """
 
@@ -9,16 +9,16 @@ from __future__ import annotations
 import random
 
 from .errors import InvalidRequest, NotFound
-from .memory import MemoryAdapter
-from .models import OperatorInfo, RecordFailureResult, RuleGroupsResult, SkillMemoryResult, SynthesisResult
-from .service_tree import TreeService
-from .store import Store
+from .skill_memory import SkillMemory
+from .tool_models import OperatorInfo, RecordFailureResult, RuleGroupsResult, SkillMemoryResult, SynthesisResult
+from .tree_service import TreeService
+from .tree_store import TreeStore
 
 
 class SkillService:
     """Skill memory, task synthesis and failure rules."""
 
-    def __init__(self, store: Store, tree: TreeService, memory: MemoryAdapter):
+    def __init__(self, store: TreeStore, tree: TreeService, memory: SkillMemory):
         self.store = store
         self.tree = tree
         self.memory = memory

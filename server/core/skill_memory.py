@@ -17,7 +17,7 @@ from typing import Any
 
 from ...common.db import Database
 from .errors import InvalidRequest, NotFound, Unavailable
-from .models import (
+from .tool_models import (
     CloseRuleInfo,
     GroupMemberInfo,
     ImportMemoryResult,
@@ -41,7 +41,7 @@ log = logging.getLogger("adaexplore.server")
 RENDER_TTL_S = 2.0
 
 
-class MemoryAdapter:
+class SkillMemory:
     """The server's view of the skill memory: opened lazily over the tree store's database, answers in
     the tools' models, raises domain errors."""
 
@@ -66,9 +66,9 @@ class MemoryAdapter:
                 if self._store is None:
                     try:
                         from ...skills import semantic
-                        from ...skills.store import MemoryStore
+                        from ...skills.skill_store import SkillStore
 
-                        self._store = MemoryStore(self.db, threshold=self.threshold,
+                        self._store = SkillStore(self.db, threshold=self.threshold,
                                                   write_wait_s=self.write_wait_s)
                         semantic.preload()  # in the background: the first record_failure need not load it
                     except Exception:
@@ -110,7 +110,7 @@ class MemoryAdapter:
 
     def view(self, task_source: str | None, token_budget: int, include_candidates: bool,
              include_signatures: bool = False) -> SkillMemoryResult:
-        from ...skills.models import MemoryBusyError
+        from ...skills.records import MemoryBusyError
 
         unavailable = SkillMemoryResult(rendered="", rules=[], available=False, threshold=self.threshold)
         if self.store is None:
@@ -144,8 +144,8 @@ class MemoryAdapter:
         """Run one store operation (a write takes the write turn); a busy memory or an unknown id
         becomes a clear domain error."""
         from ...skills.merging import UnknownMergeError
-        from ...skills.models import MemoryBusyError
-        from ...skills.store import UnknownRuleError
+        from ...skills.records import MemoryBusyError
+        from ...skills.skill_store import UnknownRuleError
 
         try:
             with self._turn if write else nullcontext():
@@ -206,7 +206,7 @@ class MemoryAdapter:
 
     def import_(self, document: dict[str, Any], who: str) -> ImportMemoryResult:
         store = self._need()
-        from ...skills.models import MemoryBusyError
+        from ...skills.records import MemoryBusyError
 
         try:
             s = store.import_(document, who=who)

@@ -33,9 +33,10 @@ from .edits import EditError, apply_edits
 from .errors import InvalidRequest, NotFound, Unavailable
 from .evaluation import EvaluatorHolder, lower_priority
 from .inputs import check_parsable
-from .memory import MemoryAdapter
 from .metrics import Metrics
-from .models import (
+from .skill_memory import SkillMemory
+from .texts import change_summary, first_finding, iso_utc
+from .tool_models import (
     MAX_SOURCE_CHARS,
     ContextNode,
     Edit,
@@ -46,9 +47,8 @@ from .models import (
     Sibling,
     TritonKernelRow,
 )
-from .service_tree import TreeService, _runtime_ms, _status
-from .store import Store, root_id
-from .texts import change_summary, first_finding, iso_utc
+from .tree_service import TreeService, _runtime_ms, _status
+from .tree_store import TreeStore, root_id
 
 log = logging.getLogger("adaexplore.server")
 
@@ -59,8 +59,8 @@ MAX_SIBLINGS = 8
 class SearchService:
     """Expansion, submission and evaluation of candidates."""
 
-    def __init__(self, config: ServerConfig, store: Store, tree: TreeService, evaluators: EvaluatorHolder,
-                 memory: MemoryAdapter, metrics: Metrics, owner: str):
+    def __init__(self, config: ServerConfig, store: TreeStore, tree: TreeService, evaluators: EvaluatorHolder,
+                 memory: SkillMemory, metrics: Metrics, owner: str):
         self.config = config
         self.store = store
         self.tree = tree
