@@ -3,7 +3,7 @@
 Imported in the trusted process that evaluates (the server, or the `adaexplore eval` command).
 Everything a caller outside this package needs is named in `__all__`; the modules behind it
 (sandbox, worker, judge, profile, ...) are the evaluator's own business, and the server imports
-none of them directly (tests/test_architecture.py holds it to that).
+none of them directly (tests/project/test_architecture.py holds it to that).
 
 Each name loads on first use (see `_HOMES`): `Evaluator` imports torch, which takes seconds.
 """

@@ -5,7 +5,7 @@ from pathlib import Path
 
 from adaexplore.server.face.docs import END, START, tool_table
 
-README = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+README = (Path(__file__).resolve().parents[2] / "README.md").read_text()
 
 
 def test_tool_table_is_generated_from_the_server():
@@ -18,5 +18,5 @@ def test_ci_runs_the_readme_commands():
     blocks = re.findall(r"<!-- ci: [^>]*-->\s*```(?:bash|sh|console)?\n(.*?)```", README, re.S)
     assert len(blocks) == 2
     assert "adaexplore demo" in blocks[0] and "pytest" in blocks[1]
-    ci = (Path(__file__).resolve().parent.parent / ".ci" / "run").read_text()
+    ci = (Path(__file__).resolve().parents[2] / ".ci" / "run").read_text()
     assert "README.md" in ci

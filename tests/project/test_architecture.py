@@ -26,7 +26,7 @@ def test_every_parse_of_python_source_in_the_trusted_processes_goes_through_one_
 
 
 def test_parsing_from_many_threads_at_once_gives_every_thread_its_tree():
-    source = (Path(__file__).resolve().parents[1] / "examples" / "kernels" / "softmax.py").read_text()
+    source = (Path(__file__).resolve().parents[2] / "examples" / "kernels" / "softmax.py").read_text()
     results: list[int] = []
 
     def work() -> None:

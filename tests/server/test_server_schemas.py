@@ -1,6 +1,6 @@
 """Snapshot of every tool's input and output schema and annotations: any change fails this test.
 
-Regenerate after an intended change with:  ADAEXPLORE_UPDATE_SNAPSHOTS=1 pytest tests/test_server_schemas.py
+Regenerate after an intended change with:  ADAEXPLORE_UPDATE_SNAPSHOTS=1 pytest tests/server/test_server_schemas.py
 """
 
 import json
@@ -13,7 +13,7 @@ import anyio
 from adaexplore.server.core.config import ServerConfig
 from adaexplore.server.face.app import build_server
 
-SNAPSHOT = Path(__file__).parent / "snapshots" / "tools.json"
+SNAPSHOT = Path(__file__).resolve().parents[1] / "snapshots" / "tools.json"
 
 
 def current(tmp_path) -> dict:

@@ -18,7 +18,7 @@ import pytest
 
 from adaexplore.evaluator.lint import check_candidate
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 import check_candidates  # noqa: E402
 import vs_field  # noqa: E402

@@ -19,7 +19,7 @@ from adaexplore.server.face.auth import hash_token
 from adaexplore.skills.skill_store import SCHEMA as SKILLS_SCHEMA
 from adaexplore.skills.skill_store import SkillStore
 
-PREVIOUS = Path(__file__).resolve().parent / "fixtures" / "previous_release"
+PREVIOUS = Path(__file__).resolve().parents[1] / "fixtures" / "previous_release"
 PREVIOUS_SERVER_TABLES = (PREVIOUS / "server.sql").read_text()
 PREVIOUS_SKILL_TABLES = (PREVIOUS / "skills.sql").read_text()
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 # Where packages are laid out by PYTHONPATH (not installed), a fresh venv would see them first.
 pytestmark = pytest.mark.skipif(bool(os.environ.get("PYTHONPATH")),
                                 reason="needs an environment without PYTHONPATH overrides")

@@ -11,7 +11,7 @@ import pytest
 from adaexplore.evaluator.lint import StaticReport, check_candidate, is_error
 from adaexplore.evaluator.results import Status
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the repository
 
 HEADER = """\
 import torch

@@ -379,7 +379,7 @@ def test_a_reference_waits_for_room_beside_tasks_in_use_and_in_the_end_may_evict
     monkeypatch.setattr(reference_keeper, "JUDGE_WAIT_S", 1.0)
     with Evaluator(work_dir=tmp_path, judge_budget_bytes=9 << 20, judge_host_budget_bytes=0, trace=True) as ev:
         # Here the reference tries and is turned away: on a GPU its count on the meta device would
-        # make it wait before trying at all (tests/test_footprint.py has that).
+        # make it wait before trying at all (tests/evaluator/test_footprint.py has that).
         monkeypatch.setattr(ev.references, "_large_keeps", lambda task, protocol, key: 0)
         first, second = big_task(2, 1 << 18), big_task(3, 1 << 18)
         assert ev.validate_task(first).ok
@@ -540,7 +540,7 @@ def test_a_reference_turned_away_tries_again_only_once_the_room_it_lacked_is_fre
     monkeypatch.setattr(reference_keeper, "JUDGE_WAIT_S", 60.0)  # no eviction here: only the room decides
     with Evaluator(work_dir=tmp_path, judge_budget_bytes=9 << 20, judge_host_budget_bytes=0, trace=True) as ev:
         # Here the reference tries and is turned away: on a GPU its count on the meta device would
-        # make it wait before trying at all (tests/test_footprint.py has that).
+        # make it wait before trying at all (tests/evaluator/test_footprint.py has that).
         monkeypatch.setattr(ev.references, "_large_keeps", lambda task, protocol, key: 0)
         first, small, second = big_task(2, 1 << 18), big_task(4, 1 << 8), big_task(3, 1 << 18)
         assert ev.validate_task(first).ok and ev.validate_task(small).ok
