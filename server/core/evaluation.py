@@ -88,7 +88,7 @@ class EvaluatorHolder:
 
     def interpreted(self) -> bool:
         """Whether kernels run in Triton's interpreter (no GPU), known without starting the evaluator."""
-        device = getattr(self._evaluator, "device", None) or self.config.device
+        device = (self._evaluator.device if self._evaluator is not None else None) or self.config.device
         return not str(device).startswith("cuda") if device else not gpu_visible()
 
     def hardware(self) -> str:
