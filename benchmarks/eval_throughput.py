@@ -35,7 +35,7 @@ MIN_MS = 0.1
 
 
 def run_warm(pairs, task_paths, protocol, args, root: Path) -> dict:
-    from adaexplore.evaluator.service import Evaluator
+    from adaexplore.evaluator.evaluator import Evaluator
     from adaexplore.evaluator.task import load_task_file
 
     tasks = {name: load_task_file(path) for name, path in task_paths.items()}

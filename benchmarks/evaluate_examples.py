@@ -13,8 +13,8 @@ import sys
 import time
 from pathlib import Path
 
+from adaexplore.evaluator.evaluator import Evaluator
 from adaexplore.evaluator.results import to_json
-from adaexplore.evaluator.service import Evaluator
 from adaexplore.evaluator.task import load_task_file
 
 ROOT = Path(__file__).resolve().parent.parent / "examples"

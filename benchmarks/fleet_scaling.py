@@ -95,8 +95,8 @@ def kb_workload(found: list[tuple[str, Path, Path]]) -> Workload:
 
 
 def make_fleet(n: int, args, work: Path):
+    from adaexplore.evaluator.evaluator import Evaluator
     from adaexplore.evaluator.fleet import EvaluatorFleet
-    from adaexplore.evaluator.service import Evaluator
 
     if args.cpu_check:
         # The fleet refuses two CPU devices by name, so members come prebuilt. Each gets its own

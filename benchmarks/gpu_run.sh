@@ -32,14 +32,14 @@ case "${1:-tests}" in
     timeout 300 python3 benchmarks/eval_throughput.py --quick --json-out "$out/throughput.json" \
       > "$out/throughput.md" 2> "$out/throughput.log"; cat "$out/throughput.md"; grep -v "^\[" "$out/throughput.log" | tail -20
     timeout 250 python3 -m pytest -q -p no:cacheprovider -n 2 --dist loadfile -rfs --tb=short --durations=8 \
-      tests/test_gpu_lock.py tests/test_worker_pool.py tests/test_timing_protocol.py 2>&1 | tee "$out/pytest_gpu.txt" | tail -40 ;;
+      tests/evaluator/test_gpu_lock.py tests/evaluator/test_worker_pool.py tests/evaluator/test_timing_protocol.py 2>&1 | tee "$out/pytest_gpu.txt" | tail -40 ;;
   fidelity)
     timeout 540 python3 benchmarks/timing_fidelity.py --json-out "$out/fidelity.json" \
       > "$out/fidelity.md" 2> "$out/fidelity.log"; cat "$out/fidelity.md"; tail -20 "$out/fidelity.log" ;;
   fleet)  # one GPU against two (needs two GPUs): the fleet's GPU tests (no run if they fail), the mix,
     # then the search-shaped level-2 workload (tasks from .kb/level2 with candidates in
     # benchmarks/candidates/level2; skipped if either is absent)
-    timeout 100 python3 -m pytest -q -p no:cacheprovider -rfE --tb=short tests/test_fleet.py 2>&1 \
+    timeout 100 python3 -m pytest -q -p no:cacheprovider -rfE --tb=short tests/evaluator/test_fleet.py 2>&1 \
       | tee "$out/pytest_fleet.txt" | tail -8
     grep -qE "^[0-9]+ passed" "$out/pytest_fleet.txt" && ! grep -qE "[0-9]+ (failed|error)" "$out/pytest_fleet.txt" || exit 1
     timeout 240 python3 benchmarks/fleet_scaling.py --deadline-s 150 --json-out "$out/fleet.json" \
@@ -48,15 +48,15 @@ case "${1:-tests}" in
       --deadline-s 170 --json-out "$out/fleet_kb.json" > "$out/fleet_kb.md" 2> "$out/fleet_kb.log"
     cat "$out/fleet_kb.md"; tail -12 "$out/fleet_kb.log" ;;
   judge)  # the sandbox and the judge on the GPU: hostile and exploit suites, then a few real tasks
-    timeout 240 python3 -m pytest -q -p no:cacheprovider -rfs --tb=short tests/test_sandbox_hostile.py \
-      tests/test_exploits.py tests/test_wire_compare.py 2>&1 | tee "$out/pytest_gpu.txt" | tail -30
+    timeout 240 python3 -m pytest -q -p no:cacheprovider -rfs --tb=short tests/evaluator/test_sandbox_hostile.py \
+      tests/evaluator/test_exploits.py tests/evaluator/test_wire_compare.py 2>&1 | tee "$out/pytest_gpu.txt" | tail -30
     timeout 300 python3 benchmarks/kernelbench_suite.py --problems .kb --levels 2 1 --limit 4 --jsonl "$out/kb.jsonl" \
       --markdown "$out/kb.md" --deadline-s 200 2> "$out/kb.log"; cat "$out/kb.md"; tail -12 "$out/kb.log" ;;
   tenants)  # the second wall on the GPU: the hostile, tenant, red-team, ring and exploit suites (CUDA under the
     # sandbox's uid and allow-listed view), then a sample of level 2 registered and judged
     # (SUITES: test files instead of these; TESTS_TIMEOUT: their limit; KB_LIMIT=0 leaves the level-2 sample out)
-    suites=${SUITES:-}; [ -n "$suites" ] || suites=$(ls tests/test_sandbox_hostile.py tests/test_sandbox_tenants.py tests/test_sandbox_redteam.py \
-      tests/test_sandbox_redteam2.py tests/test_ring_hostile.py tests/test_frame_limits.py tests/test_exploits.py 2>/dev/null)
+    suites=${SUITES:-}; [ -n "$suites" ] || suites=$(ls tests/evaluator/test_sandbox_hostile.py tests/evaluator/test_sandbox_tenants.py tests/evaluator/test_sandbox_redteam.py \
+      tests/evaluator/test_sandbox_redteam2.py tests/evaluator/test_ring_hostile.py tests/evaluator/test_frame_limits.py tests/evaluator/test_exploits.py 2>/dev/null)
     timeout "${TESTS_TIMEOUT:-360}" python3 -m pytest -q -p no:cacheprovider -rfs --tb=short --durations=15 $suites 2>&1 \
       | tee "$out/pytest_gpu.txt" | tail -45
     [ "${KB_LIMIT:-20}" = 0 ] || timeout 200 python3 benchmarks/kernelbench_suite.py --problems .kb --levels 2 --limit "${KB_LIMIT:-20}" \
@@ -92,32 +92,32 @@ case "${1:-tests}" in
     timeout 240 python3 benchmarks/profile_level2.py --problems .kb/level2 --json-out "$out/profile.json" \
       --markdown "$out/profile.md" 2> "$out/profile.log"; cat "$out/profile.md"; tail -8 "$out/profile.log" ;;
   compile-baseline)  # the GPU tests of the baselines (eager and torch.compile)
-    timeout 200 python3 -m pytest -q -p no:cacheprovider -rfs --tb=short tests/test_timing_protocol.py \
+    timeout 200 python3 -m pytest -q -p no:cacheprovider -rfs --tb=short tests/evaluator/test_timing_protocol.py \
       -k "compile or baseline" 2>&1 | tee "$out/pytest_baselines.txt" | tail -15 ;;
   judge-tests)  # the judge's and the profile's tests on the GPU (the streamed comparison's memory included),
     # then the timing paths that go with them: one-process timing, baselines measured beside candidates
-    timeout 240 python3 -m pytest -q -p no:cacheprovider -rfs --tb=short tests/test_judge.py tests/test_judge_compare.py \
-      tests/test_profile.py 2>&1 | tee "$out/pytest_judge.txt" | tail -15
-    timeout 240 python3 -m pytest -q -p no:cacheprovider -rfs --tb=short tests/test_timing_protocol.py \
+    timeout 240 python3 -m pytest -q -p no:cacheprovider -rfs --tb=short tests/evaluator/test_judge.py tests/evaluator/test_judge_compare.py \
+      tests/evaluator/test_profile.py 2>&1 | tee "$out/pytest_judge.txt" | tail -15
+    timeout 240 python3 -m pytest -q -p no:cacheprovider -rfs --tb=short tests/evaluator/test_timing_protocol.py \
       -k "one_process or torch_compile or single_slot or forges or lazy or compile_baseline" 2>&1 \
       | tee "$out/pytest_timing.txt" | tail -15
     timeout 60 python3 benchmarks/wire_read.py 2>&1 | tee "$out/wire_read.txt" ;;  # the judge's read loop, GB/s
   evaluator)  # the evaluator's GPU paths: timing protocol, worker pool, GPU lock, profiles
-    timeout 330 python3 -m pytest -q -p no:cacheprovider -n 2 --dist loadfile -rfs --tb=short tests/test_timing_protocol.py \
-      tests/test_worker_pool.py tests/test_gpu_lock.py tests/test_profile.py tests/test_evaluator.py 2>&1 \
+    timeout 330 python3 -m pytest -q -p no:cacheprovider -n 2 --dist loadfile -rfs --tb=short tests/evaluator/test_timing_protocol.py \
+      tests/evaluator/test_worker_pool.py tests/evaluator/test_gpu_lock.py tests/evaluator/test_profile.py tests/evaluator/test_evaluator.py 2>&1 \
       | tee "$out/pytest_gpu.txt" | tail -40 ;;
   hostile-suite)  # the hostile and reward-hack suites, then KernelBench tasks (arguments as for suite,
     # a carried .kbrun/kb.jsonl resumed as there)
     shift
-    timeout 240 python3 -m pytest -q -p no:cacheprovider -rfs --tb=short tests/test_sandbox_hostile.py \
-      tests/test_exploits.py 2>&1 | tee "$out/pytest_gpu.txt" | tail -15
+    timeout 240 python3 -m pytest -q -p no:cacheprovider -rfs --tb=short tests/evaluator/test_sandbox_hostile.py \
+      tests/evaluator/test_exploits.py 2>&1 | tee "$out/pytest_gpu.txt" | tail -15
     [ -f .kbrun/kb.jsonl ] && cp .kbrun/kb.jsonl "$out/kb.jsonl"
     timeout "${SUITE_TIMEOUT:-300}" python3 benchmarks/kernelbench_suite.py --problems .kb --jsonl "$out/kb.jsonl" \
       --markdown "$out/kb.md" "$@" 2> "$out/kb.log"; cat "$out/kb.md"; tail -25 "$out/kb.log" ;;
   ring-suite)  # the rings' tests on the GPU, a 2 GB task through rings and then streamed (judge_stream.py),
     # then KernelBench tasks (arguments as for suite, a carried .kbrun/kb.jsonl resumed as there)
     shift
-    timeout 240 python3 -m pytest -q -p no:cacheprovider -rfs --tb=short tests/test_ring.py 2>&1 \
+    timeout 240 python3 -m pytest -q -p no:cacheprovider -rfs --tb=short tests/evaluator/test_ring.py 2>&1 \
       | tee "$out/pytest_ring.txt" | tail -15
     timeout 150 python3 benchmarks/judge_stream.py --gb 2 --modes ring stream 2>&1 | tee "$out/stream.txt" \
       | grep -E "^(==|task|Judge)"
@@ -129,9 +129,9 @@ case "${1:-tests}" in
     shift
     # (RING_TESTS and CHECK_TESTS narrow them, RING_S bounds the first)
     timeout "${RING_S:-150}" python3 -m pytest -v -p no:cacheprovider --timeout 120 -rfE --tb=short \
-      ${RING_TESTS:-tests/test_ring.py} 2>&1 | tee "$out/pytest_ring.txt" | grep -E "FAILED|ERROR|passed|failed|^E " | tail -20
+      ${RING_TESTS:-tests/evaluator/test_ring.py} 2>&1 | tee "$out/pytest_ring.txt" | grep -E "FAILED|ERROR|passed|failed|^E " | tail -20
     timeout $(( ${CHECKS_S:-330} - SECONDS )) python3 -m pytest -v -p no:cacheprovider -n 2 --dist loadfile \
-      --timeout 150 -rfE --tb=short ${CHECK_TESTS:-tests/test_exploits.py tests/test_sandbox_hostile.py} 2>&1 \
+      --timeout 150 -rfE --tb=short ${CHECK_TESTS:-tests/evaluator/test_exploits.py tests/evaluator/test_sandbox_hostile.py} 2>&1 \
       | tee "$out/pytest_gpu.txt" | grep -E "FAILED|ERROR|passed|failed|^E " | tail -20
     echo "hostile and reward-hack tests passed: $(grep -c PASSED "$out/pytest_gpu.txt")"
     [ -f .kbrun/kb.jsonl ] && cp .kbrun/kb.jsonl "$out/kb.jsonl"
@@ -140,10 +140,10 @@ case "${1:-tests}" in
       --markdown "$out/kb.md" --deadline-s $(( left - 70 )) "$@" 2> "$out/kb.log"; cat "$out/kb.md"; tail -25 "$out/kb.log" ;;
   ring-checks)  # the rings' tests, then the reward-hack and hostile suites (two xdist workers), each test
     # named as it ends (-v), so a call cut short still says which passed
-    timeout 150 python3 -m pytest -v -p no:cacheprovider --timeout 120 -rfE --tb=short tests/test_ring.py 2>&1 \
+    timeout 150 python3 -m pytest -v -p no:cacheprovider --timeout 120 -rfE --tb=short tests/evaluator/test_ring.py 2>&1 \
       | tee "$out/pytest_ring.txt" | grep -E "PASSED|FAILED|ERROR|SKIPPED|passed|failed|^E " | tail -40
     timeout $(( ${CALL_BUDGET_S:-580} - SECONDS )) python3 -m pytest -v -p no:cacheprovider -n 2 --dist loadfile \
-      --timeout 150 -rfE --tb=short tests/test_exploits.py tests/test_sandbox_hostile.py 2>&1 \
+      --timeout 150 -rfE --tb=short tests/evaluator/test_exploits.py tests/evaluator/test_sandbox_hostile.py 2>&1 \
       | tee "$out/pytest_gpu.txt" | grep -E "FAILED|ERROR|passed|failed|^E " | tail -30
     echo "passed: $(grep -c PASSED "$out/pytest_gpu.txt")" ;;
   clock-probe)  # the field's timing loop and ours on one model in one process, from idle and hot, with
@@ -157,16 +157,16 @@ case "${1:-tests}" in
     # each test named as it ends and each failure's traceback written as it happens (failures.txt)
     timeout $(( ${CALL_BUDGET_S:-580} - SECONDS )) env ADAEXPLORE_FAILURE_LOG="$out/failures.txt" \
       python3 -m pytest -v -p no:cacheprovider -n 3 --dist loadfile --timeout 150 -rfE --tb=short \
-      tests/test_exploits.py tests/test_sandbox_hostile.py tests/test_judge.py 2>&1 \
+      tests/evaluator/test_exploits.py tests/evaluator/test_sandbox_hostile.py tests/evaluator/test_judge.py 2>&1 \
       | tee "$out/pytest_gpu.txt" | grep -E "FAILED|ERROR|passed|failed|^E " | tail -30
     echo "passed: $(grep -c PASSED "$out/pytest_gpu.txt")"
     if [ -f "$out/failures.txt" ]; then head -c 6000 "$out/failures.txt"; fi ;;
   agent-view)  # the GPU-mode tests of what the agent sees (hints checked on the GPU, the profile tool),
     # then those of how outputs and inputs travel (inputs made on the GPU, the staging buffer, the judge stopped)
-    timeout 200 python3 -m pytest -q -p no:cacheprovider -rfE --tb=short tests/test_lint_hints.py \
-      tests/test_server_profile.py tests/test_wire_compare.py 2>&1 | grep -v "^SKIPPED" \
+    timeout 200 python3 -m pytest -q -p no:cacheprovider -rfE --tb=short tests/evaluator/test_lint_hints.py \
+      tests/server/test_server_profile.py tests/evaluator/test_wire_compare.py 2>&1 | grep -v "^SKIPPED" \
       | tee "$out/pytest_agent_view.txt" | tail -15
-    timeout 150 python3 -m pytest -q -p no:cacheprovider -rfE --tb=short tests/test_timing_protocol.py \
+    timeout 150 python3 -m pytest -q -p no:cacheprovider -rfE --tb=short tests/evaluator/test_timing_protocol.py \
       -k "inputs or judge_is_stopped" 2>&1 | tee -a "$out/pytest_agent_view.txt" | tail -8 ;;
   vs-field)  # our evaluator against the field's harness (arguments: vs_field.py options, e.g. --shape first);
     # the field's harness travels in .kbh/ (a copy of ../shared/kernelbench without its problems)
@@ -200,12 +200,12 @@ case "${1:-tests}" in
     # a warm machine resumes it; other arguments go to `adaexplore bench`
     shift
     run_dir=${RUN_DIR:-/tmp/adaexplore-bench-replay}
-    timeout "${REPLAY_TIMEOUT:-420}" python3 -m adaexplore.server.cli bench --problems "${PROBLEMS:-.kb}" --level 2 \
+    timeout "${REPLAY_TIMEOUT:-420}" python3 -m adaexplore.server.face.cli bench --problems "${PROBLEMS:-.kb}" --level 2 \
       --tasks "${TASKS:-12,63,86,9,81,53}" --steps "${STEPS:-5}" --method "${METHODS:-all}" --parallel \
       --driver replay --replay-dir "${REPLAY_DIR:-benchmarks/candidates/level2}" --run-dir "$run_dir" \
       --time-limit "${TIME_LIMIT:-330}" --no-progress "$@" 2> "$out/replay.log"
     echo "bench exit status: $?" | tee -a "$out/replay.log"
-    python3 -m adaexplore.server.cli report "$run_dir" > /dev/null  # again, in case the bench was cut off
+    python3 -m adaexplore.server.face.cli report "$run_dir" > /dev/null  # again, in case the bench was cut off
     mkdir -p "$out/replay/plots"
     cp "$run_dir"/report.md "$run_dir"/report.json "$run_dir"/bench.json "$out/replay/"
     cp "$run_dir"/plots/*.png "$out/replay/plots/"

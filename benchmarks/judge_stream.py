@@ -57,7 +57,7 @@ def main() -> int:
 
 
 def run(args, output_ring: bool) -> None:
-    from adaexplore.evaluator.service import Evaluator
+    from adaexplore.evaluator.evaluator import Evaluator
     from adaexplore.evaluator.task import load_task_file
 
     numel = int(args.gb * 1e9 / 4)

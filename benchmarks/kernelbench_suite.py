@@ -251,7 +251,7 @@ def main() -> int:
         print(text)
         return 0
 
-    from adaexplore.evaluator.service import Evaluator
+    from adaexplore.evaluator.evaluator import Evaluator
 
     # The evaluator's decisions under load (a job run again alone, a reference waiting for room in
     # the judge), timed, on stderr: the log of a run that went slowly says why.

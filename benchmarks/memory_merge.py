@@ -37,7 +37,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from adaexplore.skills.store import MemoryStore
+from adaexplore.skills.skill_store import SkillStore
 
 CORPORA = Path(__file__).parent / "memory_corpus"
 CORPUS = CORPORA / "heldout.jsonl"
@@ -66,14 +66,14 @@ def pairwise(truth: list[str], pred: list[str], only: set[int] | None = None) ->
     return (tp / (tp + fp) if tp + fp else 1.0), (tp / (tp + fn) if tp + fn else 1.0)
 
 
-def record(store: MemoryStore, i: int, item: dict, **kw):
+def record(store: SkillStore, i: int, item: dict, **kw):
     return store.record_rule(text=item["text"], who=f"agent-{i % 5}", task_id=f"task-{i}",
                              error_excerpt=excerpt(item), **kw)
 
 
 def automatic(items: list[dict], order: list[int], db: str) -> tuple[float, float]:
     """Pairwise precision and recall of the clusters the memory makes by itself (no agent)."""
-    store = MemoryStore(db)
+    store = SkillStore(db)
     ids = {i: record(store, i, items[i], closest_k=0).rule_id for i in order}
     pred = [store.resolve(ids[i]) for i in range(len(items))]
     return pairwise([it["group"] for it in items], pred)
@@ -81,7 +81,7 @@ def automatic(items: list[dict], order: list[int], db: str) -> tuple[float, floa
 
 def judged(items: list[dict], order: list[int], db: str) -> dict:
     """Proposals at 3 and 5, then the clusters a perfect judge of the proposals makes."""
-    store = MemoryStore(db)
+    store = SkillStore(db)
     ids: dict[int, str] = {}  # item -> the rule id its record answered
 
     def holds(rule_id: str, group: str, but: int) -> bool:
@@ -137,7 +137,7 @@ def bars(result: dict, semantic_on: bool) -> list[str]:
 
 def export_of(n: int, items: list[dict]) -> dict:
     """An export of ``n`` rules: corpus wordings on many tasks, each rule a distinct wording."""
-    src = MemoryStore(Path(tempfile.mkdtemp()) / "src.db")
+    src = SkillStore(Path(tempfile.mkdtemp()) / "src.db")
     rules = []
     for k in range(n):
         item = items[k % len(items)]
@@ -154,7 +154,7 @@ def export_of(n: int, items: list[dict]) -> dict:
 
 
 def _import_in_child(db: str, doc_path: str, started, done) -> None:
-    store = MemoryStore(db)
+    store = SkillStore(db)
     doc = json.loads(Path(doc_path).read_text())
     started.set()
     t0 = time.perf_counter()
@@ -166,12 +166,12 @@ def import_bench(n: int, items: list[dict]) -> dict:
     doc = export_of(n, items)
     tmp = Path(tempfile.mkdtemp())
     t0 = time.perf_counter()
-    summary = MemoryStore(tmp / "a.db").import_(doc, who="bench")
+    summary = SkillStore(tmp / "a.db").import_(doc, who="bench")
     alone = time.perf_counter() - t0
     doc_path = tmp / "doc.json"
     doc_path.write_text(json.dumps(doc))
     db = str(tmp / "b.db")
-    store = MemoryStore(db)
+    store = SkillStore(db)
     for k in range(50):  # a memory in use
         store.record_rule(text=items[k]["text"], who="team", task_id=f"pre-{k}", closest_k=0)
     ctx = mp.get_context("spawn")

@@ -169,7 +169,7 @@ def main() -> int:
     ap.add_argument("--markdown", type=Path)
     args = ap.parse_args()
 
-    from adaexplore.evaluator.service import Evaluator
+    from adaexplore.evaluator.evaluator import Evaluator
 
     ev = Evaluator()
     try:

@@ -17,9 +17,9 @@ from pathlib import Path
 import anyio
 from mcp import Client
 
-from adaexplore.server.app import build_server
-from adaexplore.server.config import ServerConfig
-from adaexplore.server.store import Store, root_id
+from adaexplore.server.core.config import ServerConfig
+from adaexplore.server.core.tree_store import TreeStore, root_id
+from adaexplore.server.face.app import build_server
 
 STATUSES = ["correct"] * 4 + ["wrong_output", "compile_error", "runtime_error", "nan_output"]
 
@@ -38,7 +38,7 @@ class NoEvaluator:
 
 
 def build_tree(db: Path, n: int, seed: int = 0) -> str:
-    store = Store(db)
+    store = TreeStore(db)
     tid = "bench000000000000"
     store.insert_task(task_id=tid, name="bench", source="class Model: pass\ndef get_inputs(): pass\n"
                       "def get_init_inputs(): pass\n", source_hash="h", validation={}, flags=[],
@@ -73,9 +73,9 @@ RULE_TOPICS = ["tl.float32(x)", "tl.arange with a runtime bound", "tl.dot on 8x8
 
 def seed_memory(db: Path) -> None:
     """A realistic memory: 40 rules, 10 of them active, so expand_node ranks and renders them."""
-    from adaexplore.skills.store import MemoryStore
+    from adaexplore.skills.skill_store import SkillStore
 
-    mem = MemoryStore(db)
+    mem = SkillStore(db)
     for k in range(40):
         topic = RULE_TOPICS[k % len(RULE_TOPICS)]
         mem.record_rule(text=f"Do not use {topic} (variant {k}); write the supported form instead.",

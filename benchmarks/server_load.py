@@ -46,7 +46,7 @@ def pct(xs: list[float], p: float) -> float:
 
 
 def cli(data: Path, *args: str) -> str:
-    out = subprocess.run([sys.executable, "-m", "adaexplore.server.cli", *args, "--data-dir", str(data)],
+    out = subprocess.run([sys.executable, "-m", "adaexplore.server.face.cli", *args, "--data-dir", str(data)],
                          capture_output=True, text=True, check=True)
     return out.stdout.strip()
 
@@ -54,7 +54,7 @@ def cli(data: Path, *args: str) -> str:
 def start_server(data: Path, port: int) -> subprocess.Popen:
     env = dict(os.environ, TRITON_INTERPRET=os.environ.get("TRITON_INTERPRET", "1"), PYTHONWARNINGS="ignore")
     log = open(data.parent / "server.log", "ab")
-    proc = subprocess.Popen([sys.executable, "-m", "adaexplore.server.cli", "serve", "--http", "--host", "127.0.0.1",
+    proc = subprocess.Popen([sys.executable, "-m", "adaexplore.server.face.cli", "serve", "--http", "--host", "127.0.0.1",
                              "--port", str(port), "--data-dir", str(data), "--wait-limit", "2",
                              "--access-log", str(data.parent / "access.log")],
                             stdout=log, stderr=log, env=env, start_new_session=True)
@@ -148,9 +148,9 @@ class Load:
 
 
 def audit(db: Path, tid: str, load: Load, settle_s: float = 300) -> list[str]:
-    from adaexplore.server.store import Store
+    from adaexplore.server.core.tree_store import TreeStore
 
-    store = Store(db)
+    store = TreeStore(db)
     conn = store.conn()
     end = time.time() + settle_s
     while conn.execute("SELECT COUNT(*) FROM nodes WHERE task_id = ? AND status IS NULL", (tid,)).fetchone()[0] \

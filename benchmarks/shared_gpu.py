@@ -140,7 +140,7 @@ def spread(values: list[float | None]) -> float | None:
 # --- running submissions -------------------------------------------------------------------------
 
 def make_evaluator(root: Path, name: str):
-    from adaexplore.evaluator.service import Evaluator
+    from adaexplore.evaluator.evaluator import Evaluator
 
     return Evaluator(work_dir=root / name, baselines=("eager",), trace=True)
 

@@ -98,8 +98,8 @@ def main() -> int:
 
     import torch
 
+    from adaexplore.evaluator.evaluator import Evaluator
     from adaexplore.evaluator.results import EvalProtocol
-    from adaexplore.evaluator.service import Evaluator
     from adaexplore.evaluator.task import load_task_file
 
     kernels = args.kernels.split(",") if args.kernels else (QUICK if args.quick else FULL)

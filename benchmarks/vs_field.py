@@ -370,7 +370,7 @@ def render(summary: dict, device: str) -> str:
 def run_ours(subs: list[dict], problems: Path, root: Path, args, steady: bool = False) -> dict:
     """Every submission to one fresh evaluator at once; tasks registered in the same threads.
     With `steady`, then every distinct candidate again, recompiled, all at once (round 2)."""
-    from adaexplore.evaluator.service import Evaluator
+    from adaexplore.evaluator.evaluator import Evaluator
     from adaexplore.evaluator.task import Task, check_task_source
 
     t0 = time.monotonic()

@@ -25,8 +25,8 @@ from .pipeline import NO_GPU_NOTE
 from .reference import Reference
 from .results import ErrorInfo, EvalProtocol, EvalResult, Status, to_json
 from .sandbox.pool import WorkerResult
-from .stats import summarize
 from .task import Task, load_task_file, source_hash
+from .timing_stats import summarize
 from .verdict import correctness_verdict, degenerate_flags, expect, timing_method, timing_verdict
 from .worker import jobs
 from .worker.harness import Reporter

@@ -16,10 +16,13 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Collection, Protocol, Sequence
+from typing import TYPE_CHECKING, Collection, Protocol, Sequence
 
 from .results import EvalProtocol, EvalResult, Status, TaskValidation
 from .task import Task
+
+if TYPE_CHECKING:
+    from .profile.report import ProfileReport
 
 
 class Member(Protocol):
@@ -29,6 +32,9 @@ class Member(Protocol):
     def evaluate(self, task: Task, source: str, protocol: EvalProtocol | None = None) -> EvalResult: ...
 
     def validate_task(self, task: Task) -> TaskValidation: ...
+
+    def profile(self, task: Task, source: str | None, protocol: EvalProtocol | None = None,
+                device: str | None = None) -> ProfileReport: ...
 
     def close(self) -> None: ...
 
@@ -154,7 +160,7 @@ class EvaluatorFleet:
         if members is not None:
             self.members = list(members)
         else:
-            from .service import Evaluator, default_parallel, usable_cores
+            from .evaluator import Evaluator, default_parallel, usable_cores
 
             devices = list(devices) if devices else (visible_gpus() or ["cpu"])
             gpus = [d for d in devices if d.startswith("cuda")]
@@ -217,6 +223,13 @@ class EvaluatorFleet:
         if not validation.ok:
             self.dispatch.forget(key, chosen.member)
         return validation
+
+    def profile(self, task: Task, source: str | None, protocol: EvalProtocol | None = None,
+                device: str | None = None) -> ProfileReport:
+        """Profiles on the member whose GPU timed the candidate (`device`), so the profile and the
+        timing describe the same card; any other device, or none, profiles on the first member."""
+        member = next((m for m in self.members if m.device == device), self.members[0])
+        return member.profile(task, source, protocol, device)
 
     def validate_all(self, task: Task) -> list[TaskValidation]:
         """Validates on every member at once (each GPU measures its own reference timing)."""

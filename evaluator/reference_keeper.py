@@ -30,8 +30,8 @@ from .reference import Reference
 from .results import ErrorInfo, EvalProtocol, Status, TaskFlag, TaskValidation, TimingStats
 from .runner import JobRunner
 from .sandbox import wire
-from .stats import summarize
 from .task import Task
+from .timing_stats import summarize
 from .verdict import expect, judged, timing_method
 
 log = logging.getLogger("adaexplore.evaluator")

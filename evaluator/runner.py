@@ -40,8 +40,8 @@ from .sandbox.pool import Stall, WorkerPool, WorkerResult
 from .sandbox.procs import physical_memory
 from .sandbox.ring import Geometry
 from .slots import Slots
-from .stats import quiet_flush
 from .task import Task
+from .timing_stats import quiet_flush
 from .verdict import disturbed, timing_numbers
 
 log = logging.getLogger("adaexplore.evaluator")

@@ -1,9 +1,9 @@
-"""How the trusted parent reads a worker's report: failures, forged frames, degenerate tasks, and
-the verdicts on a candidate (`correctness_verdict`, `timing_verdict`), used by the warm evaluator
-and the cold run alike.
+"""Verdicts, in the evaluator process (the judge imports it too): how a worker's report is read.
 
-Pure functions over a `WorkerResult` (already decoded defensively), run in the trusted evaluator
-process; no process is started here.
+Failures, forged frames, degenerate tasks, and the verdicts on a candidate (`correctness_verdict`,
+`timing_verdict`), used by the warm evaluator and the cold run alike. Pure functions over a
+`WorkerResult` (already decoded defensively); no process is started here. The judge process uses
+`degenerate_flags` on the reference outputs it holds.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from .compare import Verdict, compare_outputs, pieces, zeros_pass
 from .results import ErrorInfo, EvalProtocol, EvalResult, Mismatch, Status, TaskFlag, Tolerance, last_lines
 from .sandbox.frames import MAX_HEADER_BYTES, MAX_MESSAGES
 from .sandbox.pool import WorkerResult
-from .stats import contended, mean_median_split, summarize, uneven, upper_median
+from .timing_stats import contended, mean_median_split, summarize, uneven, upper_median
 
 if TYPE_CHECKING:
     from .reference import Reference

@@ -6,8 +6,8 @@ from .context import large_step_context, small_step_context
 from .params import SearchParams
 from .rewards import REWARD_MAX, REWARDS, log_speedup_reward, paper_reward, reward_for
 from .selection import Selection, choose_action, select, uct_score, widen_score
-from .stats import best_nodes, budget_left
 from .tree import NodeView, PendingView, TreeIndex
+from .tree_stats import best_nodes, budget_left
 
 __all__ = [
     "NodeView",

@@ -5,10 +5,10 @@ the search or the server."""
 
 from .signature import construct_of, normalize_message, signature
 from .similarity import RuleView
-from .store import ImportSummary, MemoryStore, MemoryView, RecordOutcome, UnknownRuleError
+from .skill_store import ImportSummary, MemoryView, RecordOutcome, SkillStore, UnknownRuleError
 
 __all__ = [
-    "ImportSummary", "MemoryStore", "MemoryView", "RecordOutcome", "RuleView", "SynthesisBrief",
+    "ImportSummary", "SkillStore", "MemoryView", "RecordOutcome", "RuleView", "SynthesisBrief",
     "UnknownRuleError", "construct_of", "normalize_message", "operators", "signature",
     "synthesis_brief",
 ]

@@ -1,6 +1,6 @@
 """What a rule is about, beyond its API names: the rule's subject construct and the kernel-failure concepts it names.
 
-Runs wherever a ``MemoryStore`` runs (the server process, the ``adaexplore memory`` command); pure
+Runs wherever a ``SkillStore`` runs (the server process, the ``adaexplore memory`` command); pure
 functions, no I/O.
 
 Agents describe one mistake in many voices: "tl.arange needs compile-time bounds", "arange's

@@ -1,6 +1,6 @@
 """Checking a rule's forbidden construct against kernel source: contradictions and node links.
 
-Runs in the process that owns a ``MemoryStore``. Only code counts: a construct named in a
+Runs in the process that owns a ``SkillStore``. Only code counts: a construct named in a
 comment, a string or a function's own name (``def gelu_tanh``) is not a use of it.
 
 A correct kernel contradicts a rule only when the rule forbids a construct itself ("do not call

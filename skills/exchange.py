@@ -1,6 +1,6 @@
 """Export of the skill memory to a JSON-able dict, and import of such an export in bounded batches.
 
-Runs in the process that owns a ``MemoryStore`` (the server for ``import_memory``, the
+Runs in the process that owns a ``SkillStore`` (the server for ``import_memory``, the
 ``adaexplore memory import`` command). Import is linear in the size of the export: every rule is
 matched by its keys (indexed lookups), never against every stored rule, and each batch is its
 own short write transaction, so other writers (``record_failure``, ``evaluate_kernel``) get the
@@ -15,7 +15,7 @@ from typing import Any
 
 from .keys import describe_key, merges_alone, rule_keys
 from .merging import add_evidence, add_keys, exists, first_match, key_matches, merge, new_rule, root, text_key
-from .models import ImportSummary, now
+from .records import ImportSummary, now
 from .signature import construct_of
 
 EXPORT_FORMAT = "adaexplore-skill-memory"

@@ -1,6 +1,6 @@
 """Strong evidence that two rules are one: merge keys computed from a rule's wording and its error.
 
-Runs wherever a ``MemoryStore`` runs (the server process, the ``adaexplore memory`` command).
+Runs wherever a ``SkillStore`` runs (the server process, the ``adaexplore memory`` command).
 
 The memory merges two rules by itself only on a key that cannot be a near miss
 (:data:`AUTO_MERGE`):

@@ -1,8 +1,8 @@
 """Rule identity and merging inside a write transaction: rule rows, evidence, keys, merges and their undo.
 
-Runs in the process that owns a ``MemoryStore`` (the server, or the ``adaexplore memory``
+Runs in the process that owns a ``SkillStore`` (the server, or the ``adaexplore memory``
 command). Every function takes an open connection of a ``BEGIN IMMEDIATE`` transaction (see
-``store.MemoryStore._tx``) and never commits itself.
+``store.SkillStore._tx``) and never commits itself.
 
 A *rule row* holds one wording. Rows that say the same thing form a cluster: every row but the
 cluster's root points to it through ``merged_into``. A merge only sets ``merged_into`` and writes a

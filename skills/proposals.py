@@ -1,7 +1,7 @@
 """What the server proposes and the calling agent decides: the rules closest to a wording, and groups of
 look-alike rules for a deduplication pass.
 
-Runs in the process that owns a ``MemoryStore``. Nothing here writes: closeness only ranks, with a
+Runs in the process that owns a ``SkillStore``. Nothing here writes: closeness only ranks, with a
 reason a person (or an agent) can check; whether two rules say the same thing is the agent's call
 (``record_failure(same_as=...)``, ``merge_rules``). Where the memory has embeddings of the wordings
 (``semantic``), their cosine similarity joins the lexical signals: it finds paraphrases that share

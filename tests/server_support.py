@@ -61,7 +61,7 @@ def env() -> dict[str, str]:
 
 def cli(*args: str, timeout: float = 300, data_dir: Path | None = None) -> subprocess.CompletedProcess:
     extra = ["--data-dir", str(data_dir)] if data_dir else []
-    return subprocess.run([sys.executable, "-m", "adaexplore.server.cli", *args, *extra], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "adaexplore.server.face.cli", *args, *extra], capture_output=True,
                           text=True, timeout=timeout, env=env())
 
 
@@ -85,7 +85,7 @@ class HttpServer:
     def start(self) -> HttpServer:
         self.log = open(self.data_dir / f"server-{self.port}.log", "ab")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "adaexplore.server.cli", "serve", "--http", "--port", str(self.port),
+            [sys.executable, "-m", "adaexplore.server.face.cli", "serve", "--http", "--port", str(self.port),
              "--data-dir", str(self.data_dir), *self.extra],
             stdout=self.log, stderr=self.log, env=env(), start_new_session=True)
         deadline = time.time() + 60

@@ -6,6 +6,6 @@ stated memory budget, evicted least recently used, and compares a candidate's ou
 Only verdicts (status, max abs/rel error and where, fraction out of tolerance) come back, so
 the server process never holds outputs, and no candidate code ever runs in the judge.
 
-`client.py` runs in the evaluator (the server process); `process.py` and `store.py` run in the
+`client.py` runs in the evaluator (the server process); `process.py` and `reference_store.py` run in the
 judge process.
 """

@@ -48,7 +48,7 @@ from ..sandbox import ring as rings
 from ..sandbox import wire
 from ..sandbox.procs import available_memory, die_with_parent, physical_memory
 from ..verdict import degenerate_flags
-from .store import BudgetBusy, BudgetExceeded, OutputStore
+from .reference_store import BudgetBusy, BudgetExceeded, OutputStore
 
 # A comparison holds at most this many of a candidate's output bytes on the device at once.
 STAGE_BYTES = 64 << 20

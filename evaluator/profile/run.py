@@ -1,6 +1,7 @@
-"""Profiling of a correct candidate: where the time goes and how far it is from the task's floor.
+"""The profile job (in a forked worker) and `profile_candidate` (in the trusted evaluator process).
 
-This module holds the profile job and the trusted side's entry point; the parts live in:
+Profiling tells where a correct candidate's time goes and how far it is from the task's floor. This
+module holds the profile job and the trusted side's entry point; the parts live in:
 
 * `report`: the report types and pure functions (`summarize_profile`, `kernel_breakdown`,
   `build_report`), testable without a GPU;
@@ -86,7 +87,7 @@ def _profile_candidate_in_worker(job, rep, task, protocol, device, source: str, 
     """Import, warm up, time and profile the candidate; False when it failed (already reported)."""
     import torch
 
-    from ..stats import summarize
+    from ..timing_stats import summarize
     from ..worker import harness, jobs, timing
     from ..worker.kernel_capture import KernelCapture, device_rows, jit_function_names
 

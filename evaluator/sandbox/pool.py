@@ -209,7 +209,7 @@ class WorkerPool:
             # -P and the root as working directory: no folder of ours (the scratch folder, the
             # server's) is on the path a job's view is built from.
             self._proc = subprocess.Popen(
-                [sys.executable, "-P", "-m", "adaexplore.evaluator.sandbox.zygote", str(theirs.fileno())],
+                [sys.executable, "-P", "-m", "adaexplore.evaluator.worker.warm_start", str(theirs.fileno())],
                 pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, stdout=None, stderr=None, env=env,
                 cwd="/", start_new_session=True)
         except BaseException:
@@ -219,7 +219,7 @@ class WorkerPool:
             theirs.close()
         self._sock = ours
         threading.Thread(target=self._read_loop, args=(self._proc, ours), daemon=True,
-                         name="adaexplore-zygote-reader").start()
+                         name="adaexplore-warm-parent-reader").start()
 
     def launch(self) -> None:
         """Start the warm parent if it is not running, without waiting for it to be ready."""

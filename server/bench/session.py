@@ -22,7 +22,7 @@ class ToolCallError(RuntimeError):
 
 def server_params(data_dir: Path, device: str | None = None, extra: list[str] | None = None) -> StdioServerParameters:
     """How to start the server of one variant: this interpreter, the installed CLI, stdio transport."""
-    args = ["-m", "adaexplore.server.cli", "serve", "--data-dir", str(data_dir)]
+    args = ["-m", "adaexplore.server.face.cli", "serve", "--data-dir", str(data_dir)]
     if device:
         args += ["--device", device]
     env = dict(os.environ)

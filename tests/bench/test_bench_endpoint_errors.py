@@ -4,7 +4,7 @@ import socket
 from pathlib import Path
 
 from adaexplore.server.bench.replay import ReplayEndpoint
-from adaexplore.server.cli import main
+from adaexplore.server.face.cli import main
 
 REPLAY = Path(__file__).resolve().parent / "replay"
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "tasks"

@@ -21,7 +21,7 @@ pytestmark = pytest.mark.slow
 
 
 def command(run_dir: Path, ep: ReplayEndpoint, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "adaexplore.server.cli", "bench", "--problems", str(EXAMPLES), "--level", "2",
+    return [sys.executable, "-m", "adaexplore.server.face.cli", "bench", "--problems", str(EXAMPLES), "--level", "2",
             "--run-dir", str(run_dir), "--base-url", ep.base_url, "--model", "replay", "--api-key", KEY,
             "--no-progress", *extra]
 
@@ -82,7 +82,7 @@ def test_the_three_methods_run_at_the_same_budget_and_report_with_plots(tmp_path
     # `adaexplore report` writes the same report and plots again from the logs.
     for p in [run_dir / "report.md", *(run_dir / "plots").glob("*.png")]:
         p.unlink()
-    out = subprocess.run([sys.executable, "-m", "adaexplore.server.cli", "report", str(run_dir)],
+    out = subprocess.run([sys.executable, "-m", "adaexplore.server.face.cli", "report", str(run_dir)],
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     md = (run_dir / "report.md").read_text()
