@@ -35,7 +35,7 @@ def examples_dir() -> Path:
             return path
     except (ModuleNotFoundError, TypeError):
         pass
-    return Path(__file__).resolve().parent.parent / "examples"
+    return Path(__file__).resolve().parents[2] / "examples"
 
 
 def _say(text: str = "") -> None:

@@ -63,7 +63,7 @@ def replace_in(text: str, table: str) -> str:
 def main() -> None:
     table = tool_table()
     if "--write" in sys.argv:
-        readme = Path(__file__).resolve().parent.parent / "README.md"
+        readme = Path(__file__).resolve().parents[2] / "README.md"
         readme.write_text(replace_in(readme.read_text(), table))
     else:
         print(table)

@@ -114,13 +114,19 @@ def test_the_application_core_never_imports_mcp():
     assert core and [name for name, imports in core.items() if speaks_mcp(imports)] == []
 
 
-def test_only_the_servers_face_imports_mcp():
+def test_only_the_servers_face_and_the_bench_client_import_mcp():
     rooms = set()
     for part in (adaexplore.common, adaexplore.evaluator, adaexplore.search, adaexplore.server, adaexplore.skills):
         for name, imports in imported_modules(package_folder(part)).items():
             if speaks_mcp(imports):
                 rooms.add(part.__name__ + "." + name.partition("/")[0] if "/" in name else part.__name__)
-    assert rooms == {"adaexplore.server.face"}
+    assert rooms == {"adaexplore.server.face", "adaexplore.server.bench"}
+
+
+def test_the_bench_speaks_mcp_only_as_a_client():
+    bench = imported_modules(package_folder(adaexplore.server) / "bench")
+    assert bench and [name for name, imports in bench.items()
+                      if any(i == "mcp.server" or i.startswith("mcp.server.") for i in imports)] == []
 
 
 def parts_imported_by(module) -> set[str]:
