@@ -206,10 +206,11 @@ case "${1:-tests}" in
       --time-limit "${TIME_LIMIT:-330}" --no-progress "$@" 2> "$out/replay.log"
     echo "bench exit status: $?" | tee -a "$out/replay.log"
     python3 -m adaexplore.server.face.cli report "$run_dir" > /dev/null  # again, in case the bench was cut off
-    mkdir -p "$out/replay/plots"
-    cp "$run_dir"/report.md "$run_dir"/report.json "$run_dir"/bench.json "$out/replay/"
-    cp "$run_dir"/plots/*.png "$out/replay/plots/"
-    for v in "$run_dir"/*/steps.jsonl; do d="$out/replay/$(basename "$(dirname "$v")")"; mkdir -p "$d"
-      cp "$v" "$(dirname "$v")/tasks.jsonl" "$d/"; done
+    # the device tool brings back few files: the report and plots as they are, the rest (settings, step logs) in
+    # one archive
+    mkdir -p "$out/replay"
+    cp "$run_dir"/report.md "$run_dir"/plots/*.png "$out/replay/"
+    tar -czf "$out/replay/run.tgz" -C "$run_dir" --exclude='*/server' bench.json report.json \
+      $(cd "$run_dir" && ls -d */ | grep -v plots)
     cat "$out/replay/report.md"; grep -v "^\[" "$out/replay.log" | tail -15 ;;
 esac

@@ -27,6 +27,9 @@ def server_params(data_dir: Path, device: str | None = None, extra: list[str] | 
         args += ["--device", device]
     env = dict(os.environ)
     env.setdefault("PYTHONWARNINGS", "ignore")
+    # Every step's verdict then carries the torch.compile figure; otherwise a task's first steps can come back
+    # before torch.compile is timed, and its best kernel may have no figure against it.
+    env.setdefault("ADAEXPLORE_WAIT_FOR_COMPILE", "1")
     return StdioServerParameters(command=sys.executable, args=args + list(extra or []), env=env)
 
 

@@ -54,6 +54,10 @@ class ServerConfig(BaseSettings):
                                                              "take to finish before they are marked failed")
     baselines: Annotated[tuple[str, ...] | None, NoDecode] = Field(
         None, description="what a kernel's speed is compared with; 'eager' always, 'compile' on a GPU by default")
+    wait_for_compile: bool = Field(
+        False, description="hold each timed verdict until the task's torch.compile time is known, so every speedup "
+                           "carries it (a bench's figures); by default the first verdicts of a task may come "
+                           "without it while torch.compile is measured in the background")
 
     @field_validator("data_dir", mode="after")
     @classmethod

@@ -66,7 +66,8 @@ class EvaluatorHolder:
                             made.append(EvaluatorFleet(devices=devices, work_dir=self.config.work_dir,
                                                        max_parallel=self.config.max_parallel,
                                                        hidden_paths=[self.config.data_dir],
-                                                       baselines=self.config.baselines))
+                                                       baselines=self.config.baselines,
+                                                       wait_for_compile=self.config.wait_for_compile))
                         except BaseException as exc:
                             made.append(exc)
 

@@ -115,3 +115,13 @@ def test_speedup_against_torch_compile_is_read_from_the_feedback():
          "(0.7500 ms compiled)"
     assert speedup_vs_compile(fb, 0.5) == pytest.approx(1.5)
     assert speedup_vs_compile("status: correct", 0.5) is None and speedup_vs_compile(fb, None) is None
+
+
+def test_bench_servers_hold_verdicts_until_torch_compile_is_timed_unless_the_user_says_otherwise(monkeypatch,
+                                                                                              tmp_path):
+    from adaexplore.server.bench.session import server_params
+
+    monkeypatch.delenv("ADAEXPLORE_WAIT_FOR_COMPILE", raising=False)
+    assert server_params(tmp_path).env["ADAEXPLORE_WAIT_FOR_COMPILE"] == "1"
+    monkeypatch.setenv("ADAEXPLORE_WAIT_FOR_COMPILE", "0")
+    assert server_params(tmp_path).env["ADAEXPLORE_WAIT_FOR_COMPILE"] == "0"

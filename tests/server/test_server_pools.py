@@ -28,3 +28,17 @@ def test_device_flag_names_the_one_pool(tmp_path):
         assert holder.get().devices == ["cpu"]
     finally:
         holder.close()
+
+
+def test_verdicts_wait_for_torch_compile_only_when_the_server_is_told_to(tmp_path, monkeypatch):
+    holder = EvaluatorHolder(ServerConfig(data_dir=tmp_path / "default", device="cpu"))
+    try:
+        assert [m.runner.wait_for_compile for m in holder.get().members] == [False]
+    finally:
+        holder.close()
+    monkeypatch.setenv("ADAEXPLORE_WAIT_FOR_COMPILE", "1")  # how `adaexplore bench` starts its servers
+    holder = EvaluatorHolder(ServerConfig(data_dir=tmp_path / "bench", device="cpu"))
+    try:
+        assert [m.runner.wait_for_compile for m in holder.get().members] == [True]
+    finally:
+        holder.close()
