@@ -192,6 +192,14 @@ case "${1:-tests}" in
         --markdown "$out/vs_field_$shape.md" "$@" > /dev/null 2> "$out/vs_field_$shape.log" &
     done
     wait; cat "$out"/vs_field_*.md; tail -n 15 "$out"/vs_field_*.log ;;
+  static)  # verdicts the static checks settle, timed on a loaded server (benchmarks/static_verdicts.py; TASKS,
+    # COPIES), then their tests on the GPU
+    shift
+    timeout 400 python3 benchmarks/static_verdicts.py --problems .kb --tasks "${TASKS:-12,63,86}" \
+      --copies "${COPIES:-4}" "$@" > "$out/static_verdicts.md" 2> "$out/static_verdicts.log"
+    cat "$out/static_verdicts.md"; grep -v "^\[" "$out/static_verdicts.log" | tail -5
+    timeout 150 python3 -m pytest -q -p no:cacheprovider -rfs tests/server/test_static_verdicts.py \
+      tests/evaluator/test_lint_torch_only.py 2>&1 | tail -8 ;;
   replay)  # `adaexplore bench` end to end with each method (tree, chain, sample) on six level-2 tasks, the model
     # replayed from benchmarks/candidates/level2 (five kernels per task); the report, the step logs and the plots
     # land in $out/replay. The wheels in .whl must include the bench extra (openai, matplotlib; rich is in the

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from .evaluator import Evaluator
     from .fleet import EvaluatorFleet
+    from .lint import static_verdict
     from .lint.hints import nan_hint
     from .profile.report import ProfileReport
     from .results import TOLERANCE_PROFILES, ErrorInfo, EvalProtocol, EvalResult, Status, TaskValidation, to_json
@@ -50,6 +51,7 @@ __all__ = [
     "nan_hint",
     "probe_sandbox",
     "source_hash",
+    "static_verdict",
     "task_name_from_path",
     "to_json",
 ]
@@ -114,6 +116,7 @@ _HOMES = {
     "load_task_folder": (".task", "load_task_folder"),
     "nan_hint": (".lint.hints", "nan_hint"),
     "source_hash": (".task", "source_hash"),
+    "static_verdict": (".lint", "static_verdict"),
     "task_name_from_path": (".task", "task_name_from_path"),
     "to_json": (".results", "to_json"),
 }

@@ -158,8 +158,9 @@ class CandidatePipeline:
 
     def _evaluate_once(self, task: Task, source: str, protocol: EvalProtocol) -> EvalResult:
         static = lint.check_candidate(source)
-        if static.status is not None:
-            return EvalResult(status=static.status, error=static.error, lint=static.issues)
+        settled = lint.verdict_of(static)
+        if settled is not None:
+            return settled
         ref = self.references.reference(task, protocol)
         if ref.error is not None:
             return reference_failed(ref)

@@ -36,12 +36,13 @@ from pydantic import Field
 
 from ...common import pysource
 from ...common.vocab import Severity
-from ..results import ErrorInfo, LintIssue, Model, Status
+from ..results import ErrorInfo, EvalResult, LintIssue, Model, Status
 from .checker import _Checker
 from .core import _Finding
 from .hints import nan_hint, runtime_hint  # noqa: F401  (re-exported: feedback hints after a run)
+from .torch_only import surely_no_triton
 
-__all__ = ["StaticReport", "check_candidate", "is_error"]
+__all__ = ["StaticReport", "check_candidate", "is_error", "static_verdict", "verdict_of"]
 
 
 def is_error(issue: LintIssue) -> bool:
@@ -110,6 +111,9 @@ def check_candidate(source: str) -> StaticReport:
         findings = checker.findings
     except RecursionError:  # pathological nesting: skip the lint rather than fail the evaluation
         findings = checker.findings
+    plain = surely_no_triton(tree)
+    if plain is not None:
+        findings.append(plain)
     if not checker.has_model_new():
         first_line = 1
         findings.append(_Finding(first_line, "candidate defines no class ModelNew", "ModelNew", Severity.error,
@@ -149,3 +153,16 @@ def check_candidate(source: str) -> StaticReport:
                                  source_line=_source_line(lines, fatal.line) if fatal.construct != "ModelNew"
                                  else None, hint=fatal.hint)
     return report
+
+
+def static_verdict(source: str) -> EvalResult | None:
+    """The verdict the static checks alone give a candidate (a syntax error, no ModelNew, a lint error, no
+    Triton at all), or None when it must run to be judged. Milliseconds, no torch, nothing executed."""
+    return verdict_of(check_candidate(source))
+
+
+def verdict_of(static: StaticReport) -> EvalResult | None:
+    """The result a fatal static report stands for (None when nothing was fatal)."""
+    if static.status is None:
+        return None
+    return EvalResult(status=static.status, error=static.error, lint=static.issues)

@@ -16,7 +16,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import wait as wait_futures
 
 from ...common.vocab import Action, Status
-from ...evaluator import ErrorInfo, EvalProtocol, EvalResult, Task, nan_hint, source_hash
+from ...evaluator import ErrorInfo, EvalProtocol, EvalResult, Task, nan_hint, source_hash, static_verdict
 from ...search import (
     SearchParams,
     TreeIndex,
@@ -73,6 +73,9 @@ class SearchService:
         # evaluation threads (and the processes they start) yield the CPU to the threads answering tools
         self._pool = ThreadPoolExecutor(max_workers=max(2, config.max_parallel or 4), thread_name_prefix="adx-eval",
                                         initializer=lower_priority)
+        # Verdicts the static checks give alone (a syntax error, no Triton at all) are recorded here, so they
+        # never wait behind other candidates' runs or their task's reference.
+        self._settled = ThreadPoolExecutor(max_workers=2, thread_name_prefix="adx-static")
         self._jobs: dict[str, Future[None]] = {}
         self._jobs_lock = threading.Lock()
         self._expand_lock = threading.Lock()
@@ -95,6 +98,7 @@ class SearchService:
     def close(self) -> None:
         self.stopping = True
         self._pool.shutdown(wait=False, cancel_futures=True)
+        self._settled.shutdown(wait=False, cancel_futures=True)
 
     def expand(self, task_id: str, caller: str) -> ExpandResult:
         params, _, _ = self.tree.params(task_id)
@@ -237,8 +241,16 @@ class SearchService:
             with self._jobs_lock:
                 return node_id, self._jobs.get(node_id), True
         task = Task(name=name, source=self.tree.task(task_id).source, protocol=protocol)
-        job = self._pool.submit(self._evaluate, task_id, node_id, task, source, protocol, params, caller,
-                                time.monotonic())
+        settled = static_verdict(source)
+        if settled is not None:  # on the device the task was registered on, as a run would have said
+            device = (self.tree.task(task_id).validation or {}).get("device", "cpu")
+            settled = settled.model_copy(update={"task_id": task_id, "source_hash": h, "device": device,
+                                                 "protocol_key": protocol.key(), "elapsed_s": 0.0})
+            job = self._settled.submit(self._record, task_id, node_id, task, source, protocol, params, caller,
+                                       time.monotonic(), settled)
+        else:
+            job = self._pool.submit(self._evaluate, task_id, node_id, task, source, protocol, params, caller,
+                                    time.monotonic())
         with self._jobs_lock:
             self._jobs[node_id] = job
         job.add_done_callback(functools.partial(self._forget, node_id))
@@ -266,6 +278,12 @@ class SearchService:
             log.exception("evaluator crashed on %s", node_id)
             result = EvalResult(status=Status.infra_error, error=ErrorInfo(
                 error_class="InfraError", message=f"the evaluator failed ({type(exc).__name__}); resubmit to retry"))
+        self._record(task_id, node_id, task, source, protocol, params, caller, submitted, result)
+
+    def _record(self, task_id: str, node_id: str, task: Task, source: str, protocol: EvalProtocol,
+                params: SearchParams, caller: str, submitted: float, result: EvalResult) -> None:
+        """Store a node's result with its reward (and, for a correct kernel on a GPU, its profile), and tell the
+        skill memory."""
         status = result.status
         infra = result.status is Status.infra_error
         reward = None if infra else reward_for(params, status, result.speedup)
