@@ -431,18 +431,21 @@ def main() -> None:
     sock = socket.socket(fileno=int(sys.argv[1]))
     fd_channel = socket.socket(fileno=int(sys.argv[5])) if len(sys.argv) > 5 else None
     judge = Judge(sys.argv[2], int(sys.argv[3]), sock, int(sys.argv[4]) if len(sys.argv) > 4 else -1, fd_channel)
-    judge.reply({"ready": True})
-    messages = wire.receive_messages(sock)  # each message is handled before the next is read
-    while True:
-        t0 = time.perf_counter()
-        try:
-            message = next(messages, None)
-        except wire.WireError:  # the evaluator ended mid-message (killed): nobody is left to answer
-            break
-        judge.seconds["wait"] += time.perf_counter() - t0
-        if message is None:
-            break
-        judge.handle(*message)
+    try:
+        judge.reply({"ready": True})
+        messages = wire.receive_messages(sock)  # each message is handled before the next is read
+        while True:
+            t0 = time.perf_counter()
+            try:
+                message = next(messages, None)
+            except wire.WireError:  # the evaluator ended mid-message (killed): nobody is left to answer
+                break
+            judge.seconds["wait"] += time.perf_counter() - t0
+            if message is None:
+                break
+            judge.handle(*message)
+    except (BrokenPipeError, ConnectionResetError):  # the evaluator went away (a server shut down as it started)
+        pass
     # Its stderr is the user's: the interpreter's teardown, in which a native extension (Triton's,
     # were it imported) may report its live objects as leaked, is skipped; the peer is gone.
     sys.stdout.flush()

@@ -11,6 +11,7 @@ end, as a busy thread does when the interpreter tears down around it.
 from __future__ import annotations
 
 import re
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -108,3 +109,14 @@ def test_a_command_closes_its_database_before_it_exits(tmp_path):
     assert not Path(f"{db}-wal").exists()
     with sqlite3.connect(db) as conn:
         assert conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0] > 0
+
+
+def test_a_judge_whose_evaluator_is_gone_before_it_is_ready_ends_without_a_traceback():
+    # A server shut down while its judge was starting: the judge's first reply finds no one to read it.
+    ours, theirs = socket.socketpair()
+    ours.close()
+    proc = subprocess.run([sys.executable, "-m", "adaexplore.evaluator.judge.process", str(theirs.fileno()), "cpu",
+                           str(1 << 30)], pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, capture_output=True,
+                          text=True, timeout=120)
+    theirs.close()
+    assert proc.returncode == 0 and proc.stderr.strip() == "", proc.stderr
