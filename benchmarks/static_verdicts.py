@@ -16,6 +16,7 @@ On a CPU (kernels through Triton's interpreter): --problems examples/tasks --tas
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import tempfile
 import time
@@ -43,7 +44,7 @@ async def run(args: argparse.Namespace) -> list[tuple[str, str, str, float, int]
     data_dir = Path(args.data_dir or tempfile.mkdtemp(prefix="adx-static-"))
     params = StdioServerParameters(command=sys.executable, args=[
         "-m", "adaexplore.server.face.cli", "serve", "--data-dir", str(data_dir), "--wait-limit", "1",
-        "--shutdown-grace", "0"])
+        "--shutdown-grace", "0"], env=dict(os.environ))
     rows: list[tuple[str, str, str, float, int]] = []
     async with Client(params, read_timeout_seconds=900) as c:
         tasks = {}

@@ -303,7 +303,9 @@ class SearchService:
         self.metrics.evaluations.labels(status).inc()
         self.metrics.evaluation_seconds.observe(time.monotonic() - submitted)
         if not kept:
-            log.warning("node %s: result dropped, another server settled it after this one's lease expired", node_id)
+            log.warning("node %s: result dropped, %s", node_id,
+                        "it came after this server's shutdown had marked the evaluation unfinished" if self.stopping
+                        else "another server settled it after this one's lease expired")
             return
         if infra:
             return
