@@ -158,7 +158,7 @@ class EvalResult(Model):
             if e.hint:
                 parts.append(f"hint: {e.hint}")
         for issue in self.lint[:5]:
-            if self.error and self.error.line == issue.line and self.error.message in issue.message:
+            if self.error and self.error.line in (None, issue.line) and self.error.message in issue.message:
                 continue  # the error above already says it (one message per problem)
             parts.append(f"lint line {issue.line}: {issue.severity}: {issue.message}")
         if self.mismatch:

@@ -40,9 +40,13 @@ from ..results import ErrorInfo, EvalResult, LintIssue, Model, Status
 from .checker import _Checker
 from .core import _Finding
 from .hints import nan_hint, runtime_hint  # noqa: F401  (re-exported: feedback hints after a run)
-from .torch_only import surely_no_triton
+from .torch_only import NO_TRITON, surely_no_triton
 
 __all__ = ["StaticReport", "check_candidate", "is_error", "static_verdict", "verdict_of"]
+
+
+WHOLE_MODULE = frozenset({"ModelNew", NO_TRITON})
+"""Constructs of findings about the whole module: their errors name no line."""
 
 
 def is_error(issue: LintIssue) -> bool:
@@ -148,10 +152,9 @@ def check_candidate(source: str) -> StaticReport:
         if error_class == "LintError":
             error_class = {Status.compile_error: "CompilationError", Status.import_error: "ImportError",
                            Status.runtime_error: "TypeError"}.get(report.status, "LintError")
-        report.error = ErrorInfo(error_class=error_class, message=fatal.message,
-                                 line=fatal.line if fatal.construct != "ModelNew" else None,
-                                 source_line=_source_line(lines, fatal.line) if fatal.construct != "ModelNew"
-                                 else None, hint=fatal.hint)
+        whole = fatal.construct in WHOLE_MODULE  # about the module, not a line of it
+        report.error = ErrorInfo(error_class=error_class, message=fatal.message, line=None if whole else fatal.line,
+                                 source_line=None if whole else _source_line(lines, fatal.line), hint=fatal.hint)
     return report
 
 

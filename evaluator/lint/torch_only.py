@@ -27,6 +27,7 @@ UNCERTAIN_NAMES = frozenset({
     "__builtins__", "builtins", "sys", "modules", "__dict__", "__getattribute__", "runpy", "pickle", "load",
 })
 MESSAGE = "the candidate never imports or names Triton: no Triton kernel can run"
+NO_TRITON = "no triton"  # the finding's construct
 HINT = "compute the result in a @triton.jit kernel launched as kernel[grid](...)"
 
 
@@ -51,6 +52,6 @@ def surely_no_triton(tree: ast.Module) -> _Finding | None:
     """A `no_triton_kernel` finding when `tree` can launch no Triton kernel (see the module's rule), else None."""
     if any(_uncertain(node) for node in ast.walk(tree)):
         return None
-    f = _Finding(1, MESSAGE, "no triton", Severity.error, Status.no_triton_kernel, HINT)
+    f = _Finding(1, MESSAGE, NO_TRITON, Severity.error, Status.no_triton_kernel, HINT)
     f.error_class = "NoTritonKernel"
     return f

@@ -98,7 +98,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from ...evaluator import Evaluator, TaskError, load_task_file, to_json
+    from ...evaluator import Evaluator, TaskError, load_task_file, static_verdict, to_json
 
     try:
         task = load_task_file(args.task)
@@ -107,17 +107,24 @@ def cmd_eval(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     started = time.monotonic()
-    # One shot: its answer compares with torch.compile too, and that baseline is stored for the next run.
-    with Evaluator(device=args.device, trace=True, wait_for_compile=True) as ev:
-        # The task first, as a server registers it: one that cannot be evaluated here is refused
-        # before any candidate runs (its reference is kept for the candidate).
-        validation = ev.validate_task(task)
-        if not validation.ok:
-            refusal = _refusal(validation.error)
-            print(f"error: {refusal}", file=sys.stderr)
-            return 1 if refusal.startswith(INFRA_REFUSAL) else 2
-        result = ev.evaluate(task, source)
-        trace, timed = list(ev.trace or []), ev.timed
+    # A verdict the static checks give alone needs neither the reference nor a worker: nothing is started.
+    result = static_verdict(source)
+    trace: list[dict] = []
+    timed = False
+    if result is not None:
+        result = result.model_copy(update={"device": "none (the static checks decided)"})
+    else:
+        # One shot: its answer compares with torch.compile too, and that baseline is stored for the next run.
+        with Evaluator(device=args.device, trace=True, wait_for_compile=True) as ev:
+            # The task first, as a server registers it: one that cannot be evaluated here is refused
+            # before any candidate runs (its reference is kept for the candidate).
+            validation = ev.validate_task(task)
+            if not validation.ok:
+                refusal = _refusal(validation.error)
+                print(f"error: {refusal}", file=sys.stderr)
+                return 1 if refusal.startswith(INFRA_REFUSAL) else 2
+            result = ev.evaluate(task, source)
+            trace, timed = list(ev.trace or []), ev.timed
     if args.json:
         sys.stdout.write(to_json(result).decode() + "\n")
     else:

@@ -33,6 +33,14 @@ def test_eval_exit_codes_and_json(tmp_path):
     assert cli("eval", task, str(tmp_path / "missing.py")).returncode == 2
 
 
+def test_eval_answers_what_the_static_checks_decide_without_running_the_reference():
+    task = str(EXAMPLES / "tasks" / "softmax.py")
+    plain = cli("eval", task, str(EXAMPLES.parent / "tests" / "exploits" / "e01_no_kernel.py"))
+    assert plain.returncode == 1 and "status: no_triton_kernel" in plain.stdout
+    assert "device: none (the static checks decided)" in plain.stdout
+    assert "reference" not in plain.stderr and "time: " in plain.stderr  # no reference ran, no worker started
+
+
 @pytest.mark.slow
 def test_tasks_import_folder(tmp_path):
     folder = tmp_path / "level1"
