@@ -14,6 +14,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ..common.vocab import Severity, Status
 
+NO_TRITON_KERNEL = "the forward pass launches no Triton kernel"
+"""The error message of `no_triton_kernel`, whether the run counted no launch or the static checks found that none
+can happen: one message, so the skill memory sees one failure signature."""
+NO_TRITON_KERNEL_HINT = "compute the result in a @triton.jit kernel launched as kernel[grid](...)"
 
 class Model(BaseModel):
     model_config = ConfigDict(extra="forbid")

@@ -16,7 +16,18 @@ import torch
 
 from ..common.vocab import Kind
 from .compare import Verdict, compare_outputs, pieces, zeros_pass
-from .results import ErrorInfo, EvalProtocol, EvalResult, Mismatch, Status, TaskFlag, Tolerance, last_lines
+from .results import (
+    NO_TRITON_KERNEL,
+    NO_TRITON_KERNEL_HINT,
+    ErrorInfo,
+    EvalProtocol,
+    EvalResult,
+    Mismatch,
+    Status,
+    TaskFlag,
+    Tolerance,
+    last_lines,
+)
 from .sandbox.frames import MAX_HEADER_BYTES, MAX_MESSAGES
 from .sandbox.pool import WorkerResult
 from .timing_stats import contended, mean_median_split, summarize, uneven, upper_median
@@ -358,8 +369,7 @@ def correctness_verdict(res: WorkerResult, ref: Reference, protocol: EvalProtoco
         passed += 1
     if launches == 0:
         return EvalResult(**base, status=Status.no_triton_kernel, trials_passed=passed, error=ErrorInfo(
-            error_class="NoTritonKernel", message="no Triton kernel was launched during the forward pass",
-            hint="compute the result in a @triton.jit kernel launched as kernel[grid](...)"))
+            error_class="NoTritonKernel", message=NO_TRITON_KERNEL, hint=NO_TRITON_KERNEL_HINT))
     ref_ops = set(ref.ops)
     cand_ops = set(ops[0].get("ops", []))
     if ref_ops and ref_ops <= cand_ops:

@@ -36,7 +36,7 @@ from pydantic import Field
 
 from ...common import pysource
 from ...common.vocab import Severity
-from ..results import ErrorInfo, EvalResult, LintIssue, Model, Status
+from ..results import NO_TRITON_KERNEL, ErrorInfo, EvalResult, LintIssue, Model, Status
 from .checker import _Checker
 from .core import _Finding
 from .hints import nan_hint, runtime_hint  # noqa: F401  (re-exported: feedback hints after a run)
@@ -153,7 +153,9 @@ def check_candidate(source: str) -> StaticReport:
             error_class = {Status.compile_error: "CompilationError", Status.import_error: "ImportError",
                            Status.runtime_error: "TypeError"}.get(report.status, "LintError")
         whole = fatal.construct in WHOLE_MODULE  # about the module, not a line of it
-        report.error = ErrorInfo(error_class=error_class, message=fatal.message, line=None if whole else fatal.line,
+        # A run that launches no kernel says so in the same words: one failure signature for the skill memory.
+        message = NO_TRITON_KERNEL if fatal.construct == NO_TRITON else fatal.message
+        report.error = ErrorInfo(error_class=error_class, message=message, line=None if whole else fatal.line,
                                  source_line=None if whole else _source_line(lines, fatal.line), hint=fatal.hint)
     return report
 

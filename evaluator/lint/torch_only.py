@@ -13,6 +13,7 @@ from __future__ import annotations
 import ast
 
 from ...common.vocab import Severity, Status
+from ..results import NO_TRITON_KERNEL_HINT
 from .core import _Finding
 
 # Modules a candidate may import and still be known to launch no Triton kernel (torch's own submodules are
@@ -26,9 +27,8 @@ UNCERTAIN_NAMES = frozenset({
     "__import__", "import_module", "importlib", "exec", "eval", "getattr", "globals", "locals", "vars",
     "__builtins__", "builtins", "sys", "modules", "__dict__", "__getattribute__", "runpy", "pickle", "load",
 })
-MESSAGE = "the candidate never imports or names Triton: no Triton kernel can run"
+MESSAGE = "the candidate never imports or names Triton, so no Triton kernel can run"
 NO_TRITON = "no triton"  # the finding's construct
-HINT = "compute the result in a @triton.jit kernel launched as kernel[grid](...)"
 
 
 def _uncertain(node: ast.AST) -> bool:
@@ -52,6 +52,6 @@ def surely_no_triton(tree: ast.Module) -> _Finding | None:
     """A `no_triton_kernel` finding when `tree` can launch no Triton kernel (see the module's rule), else None."""
     if any(_uncertain(node) for node in ast.walk(tree)):
         return None
-    f = _Finding(1, MESSAGE, NO_TRITON, Severity.error, Status.no_triton_kernel, HINT)
+    f = _Finding(1, MESSAGE, NO_TRITON, Severity.error, Status.no_triton_kernel, NO_TRITON_KERNEL_HINT)
     f.error_class = "NoTritonKernel"
     return f

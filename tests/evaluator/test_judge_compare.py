@@ -165,6 +165,7 @@ def get_init_inputs():
 LAST_ELEMENT_WRONG = '''
 import torch
 import torch.nn as nn
+import triton  # noqa: F401  (so that it is run and compared: plain PyTorch is settled before any run)
 
 
 class ModelNew(nn.Module):
