@@ -50,8 +50,9 @@ async def run(args: argparse.Namespace) -> list[tuple[str, str, str, float, int]
         tasks = {}
         for n in args.tasks.split(","):
             f = task_file(Path(args.problems), n)
-            reg = (await c.call_tool("register_task", {"source": f.read_text(), "name": f.stem})).structured_content
-            tasks[f.stem] = (reg["task_id"], f.read_text())
+            source = f.read_text()
+            reg = (await c.call_tool("register_task", {"source": source, "name": f.stem})).structured_content
+            tasks[f.stem] = (reg["task_id"], source)
             print(f"registered {f.stem}", file=sys.stderr)
         in_flight = 0
 

@@ -19,6 +19,7 @@ NO_TRITON_KERNEL = "the forward pass launches no Triton kernel"
 can happen: one message, so the skill memory sees one failure signature."""
 NO_TRITON_KERNEL_HINT = "compute the result in a @triton.jit kernel launched as kernel[grid](...)"
 
+
 class Model(BaseModel):
     model_config = ConfigDict(extra="forbid")
 

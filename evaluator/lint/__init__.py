@@ -36,17 +36,13 @@ from pydantic import Field
 
 from ...common import pysource
 from ...common.vocab import Severity
-from ..results import NO_TRITON_KERNEL, ErrorInfo, EvalResult, LintIssue, Model, Status
+from ..results import ErrorInfo, EvalResult, LintIssue, Model, Status
 from .checker import _Checker
 from .core import _Finding
 from .hints import nan_hint, runtime_hint  # noqa: F401  (re-exported: feedback hints after a run)
-from .torch_only import NO_TRITON, surely_no_triton
+from .torch_only import surely_no_triton
 
 __all__ = ["StaticReport", "check_candidate", "is_error", "static_verdict", "verdict_of"]
-
-
-WHOLE_MODULE = frozenset({"ModelNew", NO_TRITON})
-"""Constructs of findings about the whole module: their errors name no line."""
 
 
 def is_error(issue: LintIssue) -> bool:
@@ -123,8 +119,8 @@ def check_candidate(source: str) -> StaticReport:
         findings.append(_Finding(first_line, "candidate defines no class ModelNew", "ModelNew", Severity.error,
                                  Status.import_error,
                                  "define `class ModelNew(nn.Module)` at module level with the same __init__ "
-                                 "arguments and forward signature as Model"))
-        findings[-1].error_class = "ImportError"
+                                 "arguments and forward signature as Model", error_class="ImportError",
+                                 whole_module=True))
 
     # Deduplicate (the same node can be reached twice through nested expressions).
     seen: set[tuple[int, str, str]] = set()
@@ -152,10 +148,9 @@ def check_candidate(source: str) -> StaticReport:
         if error_class == "LintError":
             error_class = {Status.compile_error: "CompilationError", Status.import_error: "ImportError",
                            Status.runtime_error: "TypeError"}.get(report.status, "LintError")
-        whole = fatal.construct in WHOLE_MODULE  # about the module, not a line of it
-        # A run that launches no kernel says so in the same words: one failure signature for the skill memory.
-        message = NO_TRITON_KERNEL if fatal.construct == NO_TRITON else fatal.message
-        report.error = ErrorInfo(error_class=error_class, message=message, line=None if whole else fatal.line,
+        whole = fatal.whole_module
+        report.error = ErrorInfo(error_class=error_class, message=fatal.error_message or fatal.message,
+                                 line=None if whole else fatal.line,
                                  source_line=None if whole else _source_line(lines, fatal.line), hint=fatal.hint)
     return report
 

@@ -23,6 +23,8 @@ class _Finding:
     status: Status | None = None  # the fatal status an error maps to
     hint: str | None = None
     error_class: str = "LintError"
+    error_message: str | None = None  # what the verdict's error says, where it is not the lint line's message
+    whole_module: bool = False  # about the module, not one line of it: its error names no line
 
     def issue(self) -> LintIssue:
         msg = self.message + (f" ({self.hint})" if self.hint else "")

@@ -13,7 +13,7 @@ from __future__ import annotations
 import ast
 
 from ...common.vocab import Severity, Status
-from ..results import NO_TRITON_KERNEL_HINT
+from ..results import NO_TRITON_KERNEL, NO_TRITON_KERNEL_HINT
 from .core import _Finding
 
 # Modules a candidate may import and still be known to launch no Triton kernel (torch's own submodules are
@@ -52,6 +52,6 @@ def surely_no_triton(tree: ast.Module) -> _Finding | None:
     """A `no_triton_kernel` finding when `tree` can launch no Triton kernel (see the module's rule), else None."""
     if any(_uncertain(node) for node in ast.walk(tree)):
         return None
-    f = _Finding(1, MESSAGE, NO_TRITON, Severity.error, Status.no_triton_kernel, NO_TRITON_KERNEL_HINT)
-    f.error_class = "NoTritonKernel"
-    return f
+    # The verdict's error is the one a run that launches no kernel gives: one failure signature for the memory.
+    return _Finding(1, MESSAGE, NO_TRITON, Severity.error, Status.no_triton_kernel, NO_TRITON_KERNEL_HINT,
+                    error_class="NoTritonKernel", error_message=NO_TRITON_KERNEL, whole_module=True)

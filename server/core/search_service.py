@@ -189,7 +189,7 @@ class SearchService:
         if self.stopping:
             raise Unavailable("this server is shutting down and takes no new evaluations; retry in a minute "
                             "(or on another server sharing the data directory)")
-        self.tree.task(task_id)
+        row = self.tree.task(task_id)  # NotFound for an unknown task, before anything else is checked
         params, protocol, name = self.tree.params(task_id)
         parent_id, action = root_id(task_id), Action.large
         answered_by: str | None = None  # the node that already answered the expansion, if one did
@@ -240,10 +240,10 @@ class SearchService:
         if not created:
             with self._jobs_lock:
                 return node_id, self._jobs.get(node_id), True
-        task = Task(name=name, source=self.tree.task(task_id).source, protocol=protocol)
+        task = Task(name=name, source=row.source, protocol=protocol)
         settled = static_verdict(source)
         if settled is not None:  # on the device the task was registered on, as a run would have said
-            device = (self.tree.task(task_id).validation or {}).get("device", "cpu")
+            device = (row.validation or {}).get("device", "cpu")
             settled = settled.model_copy(update={"task_id": task_id, "source_hash": h, "device": device,
                                                  "protocol_key": protocol.key(), "elapsed_s": 0.0})
             job = self._settled.submit(self._record, task_id, node_id, task, source, protocol, params, caller,
