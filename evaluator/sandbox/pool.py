@@ -36,6 +36,7 @@ from .confine import LEVEL_FULL
 from .frames import FrameReader, RingPieces, Sink
 from .launcher import Launcher
 from .ring import Geometry
+from .sealed_cache import SealedCache
 
 log = logging.getLogger("adaexplore.evaluator")
 
@@ -46,6 +47,7 @@ PIPE_GRACE_S = 1.0
 PARENT_GONE_S = 10.0
 PAUSE_ACK_S = 5.0  # the parent confirms within its own 0.5 s limit unless it is gone
 _F_SETPIPE_SZ = 1031
+SEALED_WAIT_S = 20.0  # a job submitted while Triton's helpers are being built waits for them (it would build them itself)
 PHASES = frozenset(p.value for p in Phase)  # the only phase names a trace takes from a worker
 
 
@@ -191,6 +193,7 @@ class WorkerPool:
         self.sandbox: dict = {}  # the level the warm parent found it can give its workers (see confine.probe)
         self._parent_pid: int | None = None
         self._launcher = Launcher("adaexplore-launcher")  # the warm parent dies with this thread
+        self.sealed = SealedCache()  # Triton's C helpers, built once here and copied into each job's own cache
 
     # --- lifecycle ------------------------------------------------------------------
     def _start(self) -> None:
@@ -203,6 +206,8 @@ class WorkerPool:
             env["CUDA_VISIBLE_DEVICES"] = self.visible_devices
         env["ADAEXPLORE_MAX_PROCESSES"] = str(self.max_processes)
         os.makedirs(self.work_dir, mode=0o700, exist_ok=True)
+        if not self.interpret:  # beside the warm parent's start; inside the work folder no job sees
+            self.sealed.start(os.path.join(self.work_dir, ".sealed-triton"), env)
         self._ready.clear()
         ours, theirs = socket.socketpair()
         try:
@@ -286,6 +291,10 @@ class WorkerPool:
             return Submitted(job_id, fut)
         nonce = secrets.token_hex(16)
         ring = ring if sink is not None else None
+        level = (job.get("sandbox") or {}).get("level")
+        sealed = self.sealed.get(SEALED_WAIT_S) if level in (None, LEVEL_FULL) else None
+        if sealed is not None:  # only a job with a cache of its own takes it (a shared cache is built in place)
+            job = {**job, "sealed_compiled": sealed.blob, "sealed_digest": sealed.digest}
         extra = ring.fds() if ring is not None else []
         try:
             job_fd = _job_memfd({**job, "nonce": nonce, "gated": on_ready is not None,
@@ -294,7 +303,6 @@ class WorkerPool:
             fut.set_result(_infra(f"cannot hand the job over: {exc}"))
             return Submitted(job_id, fut)
         # What the warm parent needs to run the job, and nothing a caller wrote.
-        level = (job.get("sandbox") or {}).get("level")
         ctl = {"work_dir": self.work_dir, "gated": on_ready is not None, "sandbox": {"level": level} if level else None,
                "host_memory_bytes": job.get("host_memory_bytes"), "device_bytes": job.get("device_bytes")}
         if level and level != LEVEL_FULL:  # a job without namespaces shares the evaluator's Triton cache

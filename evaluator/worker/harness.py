@@ -8,6 +8,7 @@ Reference jobs never load candidate code.
 from __future__ import annotations
 
 import gc
+import hashlib
 import importlib.util
 import io
 import linecache
@@ -28,6 +29,7 @@ from ..messages import COMPILED_MAX_BYTES
 from ..results import EvalProtocol, Status
 from ..sandbox import wire
 from ..sandbox.ring import RING_KINDS, RingWriter
+from ..sandbox.sealed_cache import pack_tree
 from . import autotune_ties, guards
 
 CANDIDATE_FILE = "candidate.py"
@@ -127,20 +129,7 @@ def pack_compiled(scratch: str, limit: int = COMPILED_MAX_BYTES) -> bytes | None
     """The job's own Triton cache as one uncompressed tar of its regular files, or None when the
     cache is not its own, is empty, or would exceed `limit` bytes."""
     cache = own_cache(scratch)
-    if cache is None or not os.path.isdir(cache):
-        return None
-    out, total = io.BytesIO(), 0
-    with tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as tar:
-        for folder, _dirs, files in os.walk(cache):
-            for name in sorted(files):
-                path = os.path.join(folder, name)
-                if os.path.islink(path) or not os.path.isfile(path):
-                    continue
-                total += os.path.getsize(path) + 1024
-                if total > limit:
-                    return None
-                tar.add(path, arcname=os.path.relpath(path, cache), recursive=False)
-    return out.getvalue() if total else None
+    return pack_tree(cache, limit) if cache is not None else None
 
 
 def unpack_compiled(blob: bytes, scratch: str) -> bool:
@@ -157,6 +146,14 @@ def unpack_compiled(blob: bytes, scratch: str) -> bool:
     except (tarfile.TarError, OSError, ValueError):
         return False
     return bool(members)
+
+
+def seed_sealed(blob: bytes, digest: str, scratch: str) -> bool:
+    """Fill the job's own Triton cache with the trusted side's sealed build (`sealed_cache`), before
+    any candidate code runs, and only if the tar is the one that side sealed (its SHA-256)."""
+    if hashlib.sha256(blob).hexdigest() != digest:
+        return False
+    return unpack_compiled(blob, scratch)
 
 
 def load_candidate(source: str, scratch: str) -> types.ModuleType:
