@@ -54,9 +54,14 @@ def shrink(module, exponent: float = EXPONENT) -> dict:
             setattr(module, name, new)
             changed[name] = new
     # Group normalization needs whole groups: channels stay a multiple of the (unshrunk) group count.
-    groups, channels = getattr(module, "groups", None), getattr(module, "out_channels", None)
-    if isinstance(groups, int) and isinstance(channels, int) and groups > 0 and channels % groups:
+    groups = next((g for g in (getattr(module, n, None) for n in ("groups", "num_groups")) if isinstance(g, int)), None)
+    channels = getattr(module, "out_channels", None)
+    if groups and groups > 0 and isinstance(channels, int) and channels % groups:
         module.out_channels = changed["out_channels"] = groups * math.ceil(channels / groups)
+        for name, value in list(changed.items()):  # shapes made from the channel count follow it (scale_shape)
+            if isinstance(value, tuple) and value and value[0] == channels:
+                setattr(module, name, (module.out_channels, *value[1:]))
+                changed[name] = (module.out_channels, *value[1:])
     return changed
 
 

@@ -174,6 +174,13 @@ case "${1:-tests}" in
     timeout 585 python3 benchmarks/vs_field.py --problems .kb --field-harness .kbh/run_harness.py \
       --json-out "$out/vs_field.json" --markdown "$out/vs_field.md" "$@" 2> "$out/vs_field.log"
     cat "$out/vs_field.md"; tail -25 "$out/vs_field.log" ;;
+  sealed-search)  # the sealed build's GPU tests, then vs_field.py (arguments: its options, e.g. --shape search --repeat 3)
+    shift
+    timeout "${TESTS_TIMEOUT:-120}" python3 -m pytest -q -p no:cacheprovider -rfs --tb=short \
+      tests/evaluator/test_sealed_cache.py tests/evaluator/test_compiled_handoff.py 2>&1 | tee "$out/pytest_sealed.txt" | tail -8
+    timeout "${FIELD_TIMEOUT:-450}" python3 benchmarks/vs_field.py --problems .kb --field-harness .kbh/run_harness.py \
+      --json-out "$out/vs_field.json" --markdown "$out/vs_field.md" "$@" 2> "$out/vs_field.log"
+    cat "$out/vs_field.md"; grep -v "^\[" "$out/vs_field.log" | tail -15 ;;
   vs-field-scan)  # ours only, once per worker count in $SCAN (e.g. SCAN="8 12 14"), other arguments as vs-field;
     # a diagnostic of how many workers at once the machine can use (no ratio: the field does not run)
     shift

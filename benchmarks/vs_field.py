@@ -4,9 +4,11 @@ Runs on the GPU machine, in one process (ours: the `Evaluator`, its forked worke
 the field's: one fresh `run_harness.py` process per candidate, one after another). Candidates
 are the honest Triton kernels of benchmarks/candidates/level2. Two shapes, each runnable alone:
 
-- search: 6 tasks x 5 variants, plus 5 identical copies (differing by a comment) of one variant
-  per task, all submitted to our evaluator at once (registration included);
-- first: 14 distinct tasks, one candidate each, cold: a fresh work directory, so no stored
+- search: 6 tasks (three GEMM epilogues, three convolutions) x 5 candidates (a task with fewer
+  kernels has its first one again under new text, which Triton compiles anew), plus 5 identical
+  copies (differing by a comment) of one per task, all submitted to our evaluator at once
+  (registration included); --repeat N runs this N times in a row, each cold;
+- first: 17 distinct tasks, one candidate each, cold: a fresh work directory, so no stored
   baselines and an empty Triton cache (the field side gets its own empty Triton cache too).
 
 With --steady the search shape has a second round, as a search's later rounds are: every distinct
@@ -51,9 +53,10 @@ sys.path.insert(0, str(HERE))
 CANDIDATES = HERE / "candidates" / "level2"
 
 SEARCH_TASKS = ["12_Gemm_Multiply_LeakyReLU", "63_Gemm_ReLU_Divide", "86_Matmul_Divide_GELU",
-                "9_Matmul_Subtract_Multiply_ReLU", "81_Gemm_Swish_Divide_Clamp_Tanh_Clamp",
-                "53_Gemm_Scaling_Hardtanh_GELU"]
-COPIED_VARIANT = "v1_flat_b1024_inplace"  # the kernel submitted five times per task
+                "49_ConvTranspose3d_Softmax_Sigmoid", "61_ConvTranspose3d_ReLU_GroupNorm",
+                "85_Conv2d_GroupNorm_Scale_MaxPool_Clamp"]
+COPIED_VARIANT = "v1_flat_b1024_inplace"  # the kernel submitted five times per task (else the task's first)
+VARIANTS = 5  # distinct candidates per task; a task with fewer kernels has its first one under new text
 COPIES = 5
 # First contact: one candidate per task, the variant chosen to mix kernel shapes.
 FIRST = [("12_Gemm_Multiply_LeakyReLU", "v5_triton_gemm_128x128"), ("63_Gemm_ReLU_Divide", "v4_autotuned"),
@@ -64,7 +67,8 @@ FIRST = [("12_Gemm_Multiply_LeakyReLU", "v5_triton_gemm_128x128"), ("63_Gemm_ReL
          ("40_Matmul_Scaling_ResidualAdd", "v1_flat_b1024_inplace"),
          ("14_Gemm_Divide_Sum_Scaling", "v1_colsum_then_gemv"), ("99_Matmul_GELU_Softmax", "v1_row_gelu_softmax"),
          ("45_Gemm_Sigmoid_LogSumExp", "v1_two_epilogues"), ("1_Conv2D_ReLU_BiasAdd", "v1_conv_epilogue"),
-         ("61_ConvTranspose3d_ReLU_GroupNorm", "v2_autotuned")]
+         ("61_ConvTranspose3d_ReLU_GroupNorm", "v2_autotuned"), ("85_Conv2d_GroupNorm_Scale_MaxPool_Clamp", "v1_epilogue"),
+         ("49_ConvTranspose3d_Softmax_Sigmoid", "v1_epilogue"), ("43_Conv3d_Max_LogSumExp_ReLU", "v1_epilogue")]
 MIN_MS = 0.1  # runtimes below this are not held to the agreement bar
 GRACE_S = 40.0  # how long a field run started before the deadline may go on past it
 
@@ -82,12 +86,22 @@ def submissions(shape: str) -> list[dict]:
         return [{"task": t, "variant": v, "path": CANDIDATES / t / f"{v}.py", "copy_of": None} for t, v in FIRST]
     subs = []
     for task in SEARCH_TASKS:
-        for path in sorted((CANDIDATES / task).glob("v*.py")):
+        files = sorted((CANDIDATES / task).glob("v*.py"))
+        for path in files:
             subs.append({"task": task, "variant": path.stem, "path": path, "copy_of": None})
+        for k in range(1, VARIANTS - len(files) + 1):  # the same kernels compiled anew, as a new candidate's are
+            subs.append({"task": task, "variant": f"{files[0].stem}#text{k}", "path": None, "copy_of": None,
+                         "retext_of": files[0].stem})
         for k in range(1, COPIES + 1):
-            subs.append({"task": task, "variant": f"{COPIED_VARIANT}#copy{k}", "path": None,
-                         "copy_of": COPIED_VARIANT})
+            copied = copied_variant(task)
+            subs.append({"task": task, "variant": f"{copied}#copy{k}", "path": None, "copy_of": copied})
     return subs
+
+
+def copied_variant(task: str) -> str:
+    """The variant a task's identical copies repeat: COPIED_VARIANT where the task has it, else its first."""
+    names = sorted(p.stem for p in (CANDIDATES / task).glob("v*.py"))
+    return COPIED_VARIANT if COPIED_VARIANT in names else names[0]
 
 
 def copy_source(source: str, k: int) -> str:
@@ -330,6 +344,17 @@ def render(summary: dict, device: str) -> str:
                   "each jitted function's `def` line, so its kernels compile again (Triton keys its cache on their "
                   "text), all submitted at once after round 1 ended. Statuses: "
                   + ", ".join(f"{k}: {v}" for k, v in st["statuses"].items()) + "."]
+    if s.get("repeats"):
+        lines += ["", f"**Round 1, run {len(s['repeats'])} times in a row**, each with a fresh evaluator and work "
+                  "folder (start-up and registration included), against the same field rate:", "",
+                  "| run | wall s | start-up s | last registered s | per GPU-hour (all) | ratio all | ratio distinct "
+                  "| worst copies max/min | statuses |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+        for k, r in enumerate(s["repeats"], 1):
+            spread = [c["max_over_min"] for c in r["copies"].values() if c["max_over_min"]]
+            lines.append(f"| {k} | {fmt(r['wall_s'], '.1f')} | {fmt(r['startup_s'], '.1f')} | {fmt(r['register_s'], '.1f')} | "
+                         f"{fmt(r['per_hour_all'], '.0f')} | {fmt(r['ratio_all'], '.1f')}x | {fmt(r['ratio_distinct'], '.1f')}x | "
+                         f"{fmt(max(spread) if spread else None, '.4f')} | "
+                         + ", ".join(f"{k2}: {v}" for k2, v in r["statuses"].items()) + " |")
     for task, err in o.get("registration_failed", {}).items():
         lines.append(f"Registration of {task} failed: {err}")
     if f.get("skipped_reason"):
@@ -509,11 +534,18 @@ def run_shape(shape: str, problems: Path, harness: Path | None, root: Path, args
             s["path"] = copies_dir / s["task"] / f"copy{k}.py"
             s["path"].parent.mkdir(parents=True, exist_ok=True)
             s["path"].write_text(s["source"])
+        elif s.get("retext_of"):
+            k = int(s["variant"].rsplit("#text", 1)[1])
+            s["source"] = recompiled_source((CANDIDATES / s["task"] / f"{s['retext_of']}.py").read_text(), f"text {k}")
+            s["path"] = copies_dir / s["task"] / f"text{k}.py"
+            s["path"].parent.mkdir(parents=True, exist_ok=True)
+            s["path"].write_text(s["source"])
         else:
             s["source"] = s["path"].read_text()
         s["key"] = f"{s['task']}/{s['variant']}"
     log(f"[{shape}] {len(subs)} submissions over {len({s['task'] for s in subs})} tasks")
     ours = run_ours(subs, problems, root / shape, args, steady=args.steady and shape == "search")
+    again = [run_ours(subs, problems, root / shape / f"again{k}", args) for k in range(1, max(1, args.repeat))]
     order = field_order(subs)
     if args.cpu_check:
         field = {"rows": {}, "skipped_reason": "--cpu-check (the field's harness needs a CUDA device)"}
@@ -523,7 +555,20 @@ def run_shape(shape: str, problems: Path, harness: Path | None, root: Path, args
         field = {"rows": {}, "skipped_reason": "no field harness found"}
     else:
         field = run_field(order, harness, root / shape, args, deadline)
-    return {"summary": summarize(shape, ours, field, len(order)), "ours": ours, "field": field}
+    summary = summarize(shape, ours, field, len(order))
+    summary["repeats"] = [repeat_row(summary, run) for run in [ours, *again]] if again else []
+    return {"summary": summary, "ours": ours, "field": field, "ours_again": again}
+
+
+def repeat_row(summary: dict, ours: dict) -> dict:
+    """One cold run of ours (a fresh evaluator and work folder) against the shape's field rate."""
+    rows, field_rate = ours.get("rows", []), summary["field"]["per_hour"]
+    rate_all = per_hour(len(rows), ours.get("wall_s"))
+    rate_distinct = per_hour(len([r for r in rows if not r.get("copy_of")]), ours.get("wall_s"))
+    return {"wall_s": ours.get("wall_s"), "startup_s": ours.get("startup_s"), "register_s": ours.get("register_s"),
+            "per_hour_all": rate_all, "ratio_all": rate_all / field_rate if rate_all and field_rate else None,
+            "ratio_distinct": rate_distinct / field_rate if rate_distinct and field_rate else None,
+            "statuses": dict(sorted(status_counts(rows).items())), "copies": copies_spread(rows)}
 
 
 def where_time_went(trace: list[dict]) -> str:
@@ -565,6 +610,8 @@ def main() -> int:
                          "(Evaluator(one_process=False)); by default one process does both")
     ap.add_argument("--parallel", type=int, default=0, help="our worker processes at once (default: the evaluator's)")
     ap.add_argument("--ours-only", action="store_true", help="skip the field's side (a diagnostic: no ratio)")
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="run our side (round 1) this many times in a row, each cold, against one field rate")
     args = ap.parse_args()
 
     start = time.monotonic()
