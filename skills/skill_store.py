@@ -290,7 +290,7 @@ class SkillStore:
         text = " ".join((text or "").split())
         if not text:
             raise ValueError("rule text is empty")
-        vector = semantic.encode([semantic.rule_input(text)])  # before the write lock: ~10 ms
+        vector = semantic.encode_rules([text])  # before the write lock: ~10 ms a view
         now = _now()
         merged_rules: list[str] = []
         merge_ids: list[str] = []
@@ -326,7 +326,7 @@ class SkillStore:
                 own = new_rule(conn, text, now)
                 if vector:
                     conn.execute("INSERT OR REPLACE INTO skill_rule_vectors VALUES (?,?,?)",
-                                 (own, semantic.MODEL_NAME, vector[0]))
+                                 (own, semantic.VECTORS, vector[0]))
             own_root = own_root or own
             stored_text = None  # the wording the rule it joined was stored under, before this call
             if target is not None:
@@ -399,7 +399,7 @@ class SkillStore:
             if r["rule_id"] in roots:
                 out[roots[r["rule_id"]]].signatures.add(r["signature"])
         if vectors:
-            for r in conn.execute("SELECT rule_id, vec FROM skill_rule_vectors WHERE model=?", (semantic.MODEL_NAME,)):
+            for r in conn.execute("SELECT rule_id, vec FROM skill_rule_vectors WHERE model=?", (semantic.VECTORS,)):
                 if r["rule_id"] in roots:
                     out[roots[r["rule_id"]]].vectors.append(bytes(r["vec"]))
         return [c for rid, c in sorted(out.items()) if include_retired or rid not in retired]
@@ -413,14 +413,14 @@ class SkillStore:
             rows = conn.execute("""SELECT r.id, r.text FROM skill_rules r
                                    LEFT JOIN skill_rule_vectors v ON v.rule_id = r.id
                                    AND v.model = ? WHERE v.rule_id IS NULL LIMIT ?""",
-                                (semantic.MODEL_NAME, at_most)).fetchall()
+                                (semantic.VECTORS, at_most)).fetchall()
         if not rows:
             return
-        vectors = semantic.encode([semantic.rule_input(r["text"]) for r in rows])
+        vectors = semantic.encode_rules([r["text"] for r in rows])
         if vectors:
             with self._tx() as conn:
                 conn.executemany("INSERT OR REPLACE INTO skill_rule_vectors VALUES (?,?,?)",
-                                 [(r["id"], semantic.MODEL_NAME, v) for r, v in zip(rows, vectors)])
+                                 [(r["id"], semantic.VECTORS, v) for r, v in zip(rows, vectors)])
 
     def closest_rules(self, text: str, *, signature: str | None = None, exclude: str | None = None,
                       k: int = 5, vector: bytes | None = None) -> list[CloseRule]:
@@ -432,7 +432,7 @@ class SkillStore:
         if use_vectors:
             self._encode_missing()
             if vector is None:
-                encoded = semantic.encode([semantic.rule_input(text)])
+                encoded = semantic.encode_rules([text])
                 vector = encoded[0] if encoded else None
         with self._conn() as conn:
             cands = self._candidates(conn, vectors=use_vectors)
