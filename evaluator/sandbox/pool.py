@@ -207,7 +207,7 @@ class WorkerPool:
         env["ADAEXPLORE_MAX_PROCESSES"] = str(self.max_processes)
         os.makedirs(self.work_dir, mode=0o700, exist_ok=True)
         if not self.interpret:  # beside the warm parent's start; inside the work folder no job sees
-            self.sealed.start(os.path.join(self.work_dir, ".sealed-triton"), env)
+            self.sealed.start(self.work_dir, env)
         self._ready.clear()
         ours, theirs = socket.socketpair()
         try:

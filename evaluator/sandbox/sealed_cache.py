@@ -22,9 +22,11 @@ import hashlib
 import io
 import logging
 import os
+import shutil
 import subprocess
 import sys
 import tarfile
+import tempfile
 import threading
 from dataclasses import dataclass
 
@@ -87,13 +89,16 @@ class SealedCache:
         self._lock = threading.Lock()
         self.note = "not built"
 
-    def start(self, folder: str, env: dict[str, str]) -> None:
-        """Build in the background (once) into ``folder``, a folder no job can see."""
+    def start(self, parent: str, env: dict[str, str]) -> None:
+        """Build in the background (once) in a new folder inside ``parent``, a folder no job can see.
+
+        A new, empty folder each time: Triton keeps a helper it finds, so a folder left from an
+        earlier run (which a job without namespaces could have written) is never packed."""
         with self._lock:
             if self._started:
                 return
             self._started = True
-        threading.Thread(target=self._build, args=(folder, env), daemon=True,
+        threading.Thread(target=self._build, args=(parent, env), daemon=True,
                          name="adaexplore-sealed-cache").start()
 
     def set(self, sealed: Sealed) -> None:
@@ -110,9 +115,11 @@ class SealedCache:
             self._done.wait(wait_s)
         return self._sealed
 
-    def _build(self, folder: str, env: dict[str, str]) -> None:
+    def _build(self, parent: str, env: dict[str, str]) -> None:
+        folder = None
         try:
-            os.makedirs(folder, mode=0o700, exist_ok=True)
+            os.makedirs(parent, mode=0o700, exist_ok=True)
+            folder = tempfile.mkdtemp(prefix=".sealed-triton-", dir=parent)
             proc = subprocess.run([sys.executable, "-P", "-m", __name__], env={**env, "TRITON_CACHE_DIR": folder},
                                   cwd="/", stdin=subprocess.DEVNULL, capture_output=True, text=True,
                                   timeout=BUILD_TIMEOUT_S, check=False)
@@ -126,6 +133,8 @@ class SealedCache:
             self.note = f"not built: {exc}"
             log.warning("Triton's helpers were not built for sharing: %s", exc)
         finally:
+            if folder is not None:
+                shutil.rmtree(folder, ignore_errors=True)
             self._done.set()
 
 

@@ -13,7 +13,7 @@ from conftest import EXAMPLES, HAS_CUDA, example_task, gpu
 from adaexplore.evaluator.evaluator import Evaluator
 from adaexplore.evaluator.results import Status
 from adaexplore.evaluator.sandbox import confine
-from adaexplore.evaluator.sandbox.sealed_cache import Sealed, pack_tree
+from adaexplore.evaluator.sandbox.sealed_cache import Sealed, SealedCache, pack_tree
 from adaexplore.evaluator.worker import harness
 
 HELPER = "0f1e2d3c/cuda_utils.cpython-311-x86_64-linux-gnu.so"
@@ -41,6 +41,15 @@ def test_packing_a_build_takes_its_regular_files_and_no_links(tmp_path):
         assert tar.getnames() == ["a/cuda_utils.so"]
     assert pack_tree(str(tmp_path), 10) is None  # over the limit
     assert pack_tree(str(tmp_path / "missing"), 1 << 20) is None
+
+
+@pytest.mark.skipif(HAS_CUDA, reason="on a GPU the build succeeds (the GPU test below)")
+def test_without_a_gpu_nothing_is_built_every_job_builds_its_own_and_no_folder_is_left(tmp_path):
+    cache = SealedCache()
+    cache.start(str(tmp_path), {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"})
+    assert cache.get(120) is None
+    assert cache.note.startswith("not built")
+    assert list(tmp_path.iterdir()) == []
 
 
 # Changes every file of its own Triton cache, then tries the folders around it, and computes the
