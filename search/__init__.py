@@ -4,7 +4,7 @@ rows on every call and asks these functions what to do next."""
 
 from .context import large_step_context, small_step_context
 from .params import SearchParams
-from .rewards import REWARD_MAX, REWARDS, log_speedup_reward, paper_reward, reward_for
+from .rewards import REWARD_MAX, REWARD_TABLE, REWARDS, log_speedup_reward, paper_reward, reward_for
 from .selection import Selection, choose_action, select, uct_score, widen_score
 from .tree import NodeView, PendingView, TreeIndex
 from .tree_stats import best_nodes, budget_left
@@ -14,6 +14,7 @@ __all__ = [
     "PendingView",
     "REWARDS",
     "REWARD_MAX",
+    "REWARD_TABLE",
     "SearchParams",
     "Selection",
     "TreeIndex",

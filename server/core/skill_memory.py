@@ -65,12 +65,11 @@ class SkillMemory:
             with self._lock:
                 if self._store is None:
                     try:
-                        from ...skills import semantic
-                        from ...skills.skill_store import SkillStore
+                        from ...skills import SkillStore, preload_embeddings
 
                         self._store = SkillStore(self.db, threshold=self.threshold,
                                                   write_wait_s=self.write_wait_s)
-                        semantic.preload()  # in the background: the first record_failure need not load it
+                        preload_embeddings()  # in the background: the first record_failure need not load it
                     except Exception:
                         if time.monotonic() - self._last_error > 60:
                             log.exception("skill memory unavailable for now (retried on the next call)")
@@ -110,7 +109,7 @@ class SkillMemory:
 
     def view(self, task_source: str | None, token_budget: int, include_candidates: bool,
              include_signatures: bool = False) -> SkillMemoryResult:
-        from ...skills.records import MemoryBusyError
+        from ...skills import MemoryBusyError, retrieval_mode
 
         unavailable = SkillMemoryResult(rendered="", rules=[], available=False, threshold=self.threshold)
         if self.store is None:
@@ -122,14 +121,12 @@ class SkillMemory:
         except (MemoryBusyError, sqlite3.OperationalError):
             log.warning("skill memory busy; this call answers unavailable", exc_info=True)
             return unavailable
-        from ...skills import semantic
-
         return SkillMemoryResult(
             rendered=v.rendered,
             rules=[RuleInfo(rule_id=r.id, text=r.text, count=r.count, active=r.active,
                             status="confirmed" if r.active else "unconfirmed") for r in v.rules[:50]],
             withheld=[WithheldRuleInfo(rule_id=w.id, text=w.text, why=w.why, nodes=w.nodes) for w in v.withheld],
-            not_listed=v.not_listed, retrieval=semantic.mode(),
+            not_listed=v.not_listed, retrieval=retrieval_mode(),
             threshold=v.threshold, total_rules=v.total_rules, active_rules=v.active_rules,
             candidate_rules=v.candidate_rules, experiences=v.experiences,
             frequent_signatures=[SignatureInfo(signature=f.signature, count=f.count, error_class=f.error_class,
@@ -143,9 +140,7 @@ class SkillMemory:
     def _call(self, what: str, fn: Any, *args: Any, write: bool = True, **kwargs: Any) -> Any:
         """Run one store operation (a write takes the write turn); a busy memory or an unknown id
         becomes a clear domain error."""
-        from ...skills.merging import UnknownMergeError
-        from ...skills.records import MemoryBusyError
-        from ...skills.skill_store import UnknownRuleError
+        from ...skills import MemoryBusyError, UnknownMergeError, UnknownRuleError
 
         try:
             with self._turn if write else nullcontext():
@@ -206,7 +201,7 @@ class SkillMemory:
 
     def import_(self, document: dict[str, Any], who: str) -> ImportMemoryResult:
         store = self._need()
-        from ...skills.records import MemoryBusyError
+        from ...skills import MemoryBusyError
 
         try:
             s = store.import_(document, who=who)

@@ -30,7 +30,7 @@ class SkillService:
 
     def synthesize(self, n_seeds: int, n_ops: int, seed: int | None) -> SynthesisResult:
         """A brief for writing one new task: seed tasks from the store and torch.nn operators to work in."""
-        from ...skills.synthesis import synthesis_brief
+        from ...skills import synthesis_brief
 
         rng = random.Random(seed) if seed is not None else random.Random()
         tasks = self.store.list_tasks()

@@ -9,7 +9,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ...search.rewards import REWARD_TABLE
+from ...search import REWARD_TABLE
 
 MAX_SOURCE_CHARS = 256 * 1024
 MAX_EDITS = 64

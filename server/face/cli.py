@@ -234,7 +234,7 @@ def cmd_tasks(args: argparse.Namespace) -> int:
 
 
 def cmd_memory(args: argparse.Namespace) -> int:
-    from ...skills.skill_store import SkillStore, UnknownRuleError
+    from ...skills import SkillStore, UnknownRuleError
 
     cfg = _config(args)
     cfg.db_path.parent.mkdir(parents=True, exist_ok=True)

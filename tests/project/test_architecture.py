@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import ast
+import importlib
 import re
 import subprocess
 import sys
 import threading
 from pathlib import Path
+
+import pytest
 
 import adaexplore.common
 import adaexplore.evaluator
@@ -70,12 +73,12 @@ def imports_of(path: Path) -> list[str]:
     return found
 
 
-def test_the_server_reaches_the_evaluator_only_through_its_face():
-    import adaexplore.evaluator
-
-    face = {"adaexplore.evaluator"} | {f"adaexplore.evaluator.{name}" for name in adaexplore.evaluator.__all__}
+@pytest.mark.parametrize("package", ["evaluator", "skills", "search"])
+def test_the_server_reaches_each_package_only_through_its_face(package):
+    module = importlib.import_module(f"adaexplore.{package}")
+    face = {f"adaexplore.{package}"} | {f"adaexplore.{package}.{name}" for name in module.__all__}
     offenders = [f"{path.relative_to(PACKAGE)}: {name}" for path in (PACKAGE / "server").rglob("*.py")
-                 for name in imports_of(path) if name.startswith("adaexplore.evaluator.") and name not in face]
+                 for name in imports_of(path) if name.startswith(f"adaexplore.{package}.") and name not in face]
     assert offenders == []
 
 
