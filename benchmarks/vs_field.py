@@ -87,13 +87,13 @@ def submissions(shape: str) -> list[dict]:
     subs = []
     for task in SEARCH_TASKS:
         files = sorted((CANDIDATES / task).glob("v*.py"))
+        copied = copied_variant(task)
         for path in files:
             subs.append({"task": task, "variant": path.stem, "path": path, "copy_of": None})
         for k in range(1, VARIANTS - len(files) + 1):  # the same kernels compiled anew, as a new candidate's are
             subs.append({"task": task, "variant": f"{files[0].stem}#text{k}", "path": None, "copy_of": None,
                          "retext_of": files[0].stem})
         for k in range(1, COPIES + 1):
-            copied = copied_variant(task)
             subs.append({"task": task, "variant": f"{copied}#copy{k}", "path": None, "copy_of": copied})
     return subs
 

@@ -14,6 +14,7 @@ Vectors only rank proposals: they never merge rules.
 from __future__ import annotations
 
 import importlib.util
+import itertools
 import os
 import re
 import threading
@@ -146,8 +147,7 @@ def best_cosines(query: bytes, groups: list[list[bytes]]) -> list[float]:
     flat = [v for g in groups for v in g]
     if not flat or not query:
         return [0.0] * len(groups)
-    counts = [len(v) // (DIM * 4) for v in flat]
-    starts = [sum(counts[:i]) for i in range(len(counts))]
+    starts = list(itertools.accumulate((len(v) // (DIM * 4) for v in flat[:-1]), initial=0))
     try:
         import numpy as np
 

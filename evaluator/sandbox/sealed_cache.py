@@ -67,17 +67,6 @@ class Sealed:
     def of(cls, blob: bytes) -> Sealed:
         return cls(blob, hashlib.sha256(blob).hexdigest())
 
-    @classmethod
-    def of_files(cls, files: dict[str, bytes]) -> Sealed:
-        """Sealed from relative paths and their contents (what a build would have left)."""
-        out = io.BytesIO()
-        with tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as tar:
-            for name, data in sorted(files.items()):
-                info = tarfile.TarInfo(name)
-                info.size = len(data)
-                tar.addfile(info, io.BytesIO(data))
-        return cls.of(out.getvalue())
-
 
 class SealedCache:
     """The sealed build of one evaluator: started once, read by every job submitted after it is ready."""

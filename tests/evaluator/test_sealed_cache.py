@@ -20,11 +20,21 @@ HELPER = "0f1e2d3c/cuda_utils.cpython-311-x86_64-linux-gnu.so"
 HELPER_BYTES = b"\x7fELF sealed helper " + bytes(range(256)) * 64
 
 
+def sealed_helper(tmp_path: Path) -> Sealed:
+    """What a build that left HELPER would have sealed, packed as the pool packs a build."""
+    build = tmp_path / "build"
+    (build / HELPER).parent.mkdir(parents=True)
+    (build / HELPER).write_bytes(HELPER_BYTES)
+    blob = pack_tree(str(build), 1 << 20)
+    assert blob is not None
+    return Sealed.of(blob)
+
+
 def test_a_sealed_build_unpacks_into_a_jobs_own_cache_only_when_its_digest_holds(tmp_path, monkeypatch):
     scratch = tmp_path / "job"
     (scratch / ".triton").mkdir(parents=True)
     monkeypatch.setenv("TRITON_CACHE_DIR", str(scratch / ".triton"))
-    sealed = Sealed.of_files({HELPER: HELPER_BYTES})
+    sealed = sealed_helper(tmp_path)
     assert not harness.seed_sealed(sealed.blob, "0" * 64, str(scratch))  # not the tar that was sealed
     assert not (scratch / ".triton" / HELPER).exists()
     assert harness.seed_sealed(sealed.blob, sealed.digest, str(scratch))
@@ -90,7 +100,7 @@ def test_a_job_that_poisons_its_cache_changes_nothing_the_next_job_loads(tmp_pat
     with Evaluator(device="cpu", work_dir=tmp_path, baselines=("eager",)) as ev:
         if ev.sandbox_level() != confine.LEVEL_FULL:
             pytest.skip("without every layer of the sandbox, jobs share one Triton cache and take no sealed build")
-        sealed = Sealed.of_files({HELPER: HELPER_BYTES})
+        sealed = sealed_helper(tmp_path)
         ev.runner.pool.sealed.set(sealed)
         poisoner = ev.evaluate(task, POISONER + kernel)
         probes = [ev.evaluate(task, PROBE + kernel + f"\n# probe {k}\n") for k in range(2)]
