@@ -23,6 +23,9 @@ PROPOSE_MIN = 0.12
 """Below this closeness a rule is not worth an agent's attention."""
 RRF_K = 10
 """Reciprocal rank fusion's constant: a candidate ranked r-th (from 0) by one signal scores 1 / (RRF_K + r)."""
+SEMANTIC_WEIGHT = 1.5
+"""How much the meaning ranking counts in the fusion against the lexical one (which counts 1); chosen with the
+domain adapter on, leaving one corpus out in turn (benchmarks/RESULTS.md)."""
 SEMANTIC_MIN = 0.35
 """A rule this similar by embedding is worth proposing even with no lexical signal."""
 GROUP_MIN = 0.45
@@ -122,9 +125,9 @@ def closest(text: str, candidates: Iterable[Candidate], signature: str | None = 
     fused = [r[1] for r in rows]
     if vector is not None:
         fused = [0.0] * len(rows)
-        for signal in ([r[1] for r in rows], [r[2] for r in rows]):  # lexical closeness, then meaning
+        for weight, signal in ((1.0, [r[1] for r in rows]), (SEMANTIC_WEIGHT, [r[2] for r in rows])):
             for rank, i in enumerate(sorted(range(len(rows)), key=lambda i: -signal[i])):
-                fused[i] += 1.0 / (RRF_K + rank)
+                fused[i] += weight / (RRF_K + rank)
     scored = []
     for (cand, lexical, sim, why), score in zip(rows, fused):
         if sim > 0:

