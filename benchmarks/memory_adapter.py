@@ -19,7 +19,6 @@ packaged adapter is trained on ``heldout``, ``heldout2``, ``heldout3`` and ``rul
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -27,10 +26,10 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from memory_merge import CORPORA, load
 
 from adaexplore.skills import adapter, semantic
 
-CORPORA = Path(__file__).parent / "memory_corpus"
 TRAINED_ON = ("heldout", "heldout2", "heldout3", "rules")
 TEMPERATURE, PENALTY, STEPS, LEARNING_RATE = 0.05, 1e-2, 300, 1e-2
 
@@ -39,13 +38,11 @@ def labelled_views(names: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray
     """The model's vectors of every view of every wording, each with its group label and corpus index."""
     texts, groups, corpus = [], [], []
     for ci, name in enumerate(names):
-        for line in (CORPORA / f"{name}.jsonl").read_text().splitlines():
-            if line.strip():
-                item = json.loads(line)
-                for view in semantic.views(item["text"]):
-                    texts.append(view)
-                    groups.append(f"{name}:{item['group']}")
-                    corpus.append(ci)
+        for item in load(CORPORA / f"{name}.jsonl"):
+            for view in semantic.views(item["text"]):
+                texts.append(view)
+                groups.append(f"{name}:{item['group']}")
+                corpus.append(ci)
     vectors = semantic.model_vectors(texts)
     if vectors is None:
         raise SystemExit(f"embeddings are not available: {semantic.mode()}")

@@ -235,8 +235,9 @@ def main() -> int:
     print(f"corpus {path.name}: {len(items)} rules in {groups} groups, {sum(bool(it.get('error')) for it in items)} "
           f"with error text")
     tmp = Path(tempfile.mkdtemp())
+    in_use = adapter.path()
     out: dict = {"corpus": path.name, "rules": len(items), "groups": groups,
-                 "adapter": str(adapter.path()) if adapter.path() else "off"}
+                 "adapter": str(in_use) if in_use else "off"}
     print(f"adapter: {out['adapter']}")
     missed: list[str] = []
     from adaexplore.skills import semantic

