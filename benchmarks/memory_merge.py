@@ -22,11 +22,13 @@ Corpora (``--corpus``, in ``memory_corpus/``), each written by someone who had n
 groups), ``heldout3`` (305 rules in 61 groups; the wording views were decided on it), ``heldout4`` (283 rules
 in 56 groups), ``heldout5`` (385 rules in 90 groups), ``heldout6`` (330 rules in 72 groups, matmul, attention
 and convolution first), ``heldout7`` (355 rules in 72 groups, reductions and norms first) and ``heldout8``
-(340 rules in 70 groups, launch configuration and autotuning first), all with near-miss groups (the same API,
-a different mistake); and ``rules.jsonl``, the corpus the memory's lexical rules were written against. The
-packaged domain adapter is trained on ``heldout``, ``heldout2``, ``heldout3`` and ``rules``
-(``memory_adapter.py``); ``heldout4`` to ``heldout8`` were run only after it was fixed. ``--adapter FILE``
-measures a corpus with an adapter trained without it (``memory_adapter.py --leave-out``).
+(340 rules in 70 groups, launch configuration and autotuning first), ``heldout9`` (441 rules in 97 groups,
+numerics, layouts and dtypes first) and ``heldout10`` (415 rules in 97 groups, convolution, pooling, norms and
+losses first), all with near-miss groups (the same API, a different mistake); and ``rules.jsonl``, the corpus
+the memory's lexical rules were written against. ``heldout9`` and ``heldout10`` were asked to vary their words
+the way different people do, and are the hardest. The packaged domain adapter is trained on ``heldout``,
+``heldout2``, ``heldout3`` and ``rules`` (``memory_adapter.py``); ``heldout4`` to ``heldout10`` never trained
+it. ``--adapter FILE`` measures a corpus with an adapter trained without it (``memory_adapter.py --leave-out``).
 
     python benchmarks/memory_merge.py [--corpus heldout] [--orders 3] [--import-rules 3000] [--adapter F|off]
                                       [--json-out F]

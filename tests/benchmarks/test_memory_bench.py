@@ -49,9 +49,9 @@ def test_the_packaged_adapter_never_saw_the_corpus_its_figures_are_checked_on():
 def test_with_embeddings_proposals_find_most_paraphrases_and_merges_stay_precise(tmp_path, monkeypatch):
     monkeypatch.delenv("ADAEXPLORE_MEMORY_ADAPTER", raising=False)  # the packaged adapter
     result = memory_merge.run_path(memory_merge.load(memory_merge.UNSEEN), 1, True, tmp_path)
-    assert result["retrieval"].startswith("semantic") and "through the domain adapter" in result["retrieval"]
+    assert result["retrieval"].startswith("semantic") and "tuned by the domain adapter" in result["retrieval"]
     assert result["auto_precision"] >= memory_merge.TARGETS["auto_precision"]
     assert result["judge_precision"] >= memory_merge.TARGETS["judge_precision"]
-    # Floors a little under what RESULTS.md records for this order on a corpus the adapter never saw (0.885 and
-    # 0.778), to catch a regression; the targets (0.95 at 5 and recall 0.9) are the benchmark's, not this test's.
-    assert result["found_at_5"] >= 0.86 and result["judge_recall"] >= 0.75
+    # Floors a little under what RESULTS.md records for this order on a corpus the adapter never saw (0.907 and
+    # 0.823), to catch a regression; the targets (0.95 at 5 and recall 0.9) are the benchmark's, not this test's.
+    assert result["found_at_5"] >= 0.88 and result["judge_recall"] >= 0.79

@@ -67,7 +67,7 @@ def test_wheel_install_console_script_runs_outside_the_checkout(tmp_path):
     assert str(ROOT) not in out.splitlines()[-2]  # imported from the installed copy
     examples = Path(out.splitlines()[-1]).parent
     assert (examples / "tasks" / "softmax.py").exists() and (examples / "kernels" / "variants").is_dir()
-    assert (Path(out.splitlines()[-3]).parent / "rule_adapter.npy").is_file()  # the memory's domain adapter
+    assert (Path(out.splitlines()[-3]).parent / "rule_adapter.npz").is_file()  # the memory's domain adapter
 
 
 @pytest.mark.slow
