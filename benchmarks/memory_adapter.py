@@ -1,6 +1,6 @@
 """Learns the skill memory's domain adapter (``skills/rule_adapter.npz``) from labelled rule corpora.
 
-Runs on the local machine (CPU, about 22 minutes on two cores), with the ``memory`` extra installed.
+Runs on the local machine (CPU, about 24 minutes on two cores), with the ``memory`` extra installed.
 The adapter is a low-rank update (rank 8) of every linear layer of the packaged sentence model: each
 layer ``W`` becomes ``W + scale * B @ A``, only ``A`` and ``B`` are learned, the model's own weights
 stay frozen. Every wording of the corpora is split into its views (``semantic.views``), labelled with
@@ -11,8 +11,8 @@ as float16.
 
 Which corpora train it is what makes a figure honest: ``--leave-out heldout3`` trains on the others,
 so ``memory_merge.py --corpus heldout3 --adapter FILE`` measures it on wordings it never saw. The
-packaged adapter is trained on ``rules`` and ``heldout`` to ``heldout8``; ``heldout9`` and higher are never
-trained on (they measure it).
+packaged adapter is trained on ``rules`` and every ``heldout`` corpus but ``heldout11`` and ``heldout12``,
+which are never trained on (they measure it).
 
     python benchmarks/memory_adapter.py [--corpora heldout,heldout2,heldout3,rules] [--leave-out C] [--out F]
 """
@@ -33,7 +33,8 @@ from memory_merge import CORPORA, load
 
 from adaexplore.skills import adapter, semantic
 
-TRAINED_ON = ("heldout", "heldout2", "heldout3", "rules", "heldout4", "heldout5", "heldout6", "heldout7", "heldout8")
+TRAINED_ON = ("heldout", "heldout2", "heldout3", "rules", "heldout4", "heldout5", "heldout6", "heldout7", "heldout8",
+              "heldout9", "heldout10", "heldout13", "heldout14", "heldout15", "heldout16")
 LAYERS = ("attention.self.query", "attention.self.key", "attention.self.value", "attention.output.dense",
           "intermediate.dense", "output.dense")
 """The linear layers of each transformer block that the adapter updates."""
