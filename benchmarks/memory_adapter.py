@@ -27,7 +27,6 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
 import torch
 from memory_merge import CORPORA, load
 
@@ -111,15 +110,6 @@ def train(model, corpora: list[list[list[str]]], seed: int = 0) -> dict[str, Low
     return layers
 
 
-def save(layers: dict[str, LowRank], out: Path) -> None:
-    arrays = {adapter.SCALE: np.array(SCALE, dtype=np.float32)}
-    for name, layer in layers.items():
-        arrays[f"{name}/A"] = layer.A.detach().numpy().astype(np.float16)
-        arrays[f"{name}/B"] = layer.B.detach().numpy().astype(np.float16)
-    with out.open("wb") as f:
-        np.savez_compressed(f, **arrays)
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--corpora", default=",".join(TRAINED_ON))
@@ -131,12 +121,12 @@ def main() -> int:
     os.environ[semantic.ENV] = "on"
     torch.set_num_threads(2)  # the same arithmetic, and so the same file, on any machine with two cores or more
     t0 = time.perf_counter()
-    model = semantic._load()
+    model = semantic.load_model()
     if model is None:
         raise SystemExit(f"embeddings are not available: {semantic.mode()}")
     corpora = grouped_views(names)
     layers = train(model, corpora)
-    save(layers, args.out)
+    adapter.write(args.out, {n: (x.A.detach().numpy(), x.B.detach().numpy()) for n, x in layers.items()}, SCALE)
     print(f"trained on {', '.join(names)}: {sum(len(c) for c in corpora)} groups in {time.perf_counter() - t0:.0f} s "
           f"-> {args.out} ({args.out.stat().st_size // 1024} KiB)")
     return 0

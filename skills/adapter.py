@@ -72,6 +72,17 @@ def load() -> tuple[dict[str, tuple[Any, Any]], float, str] | None:
     return _read(str(file), file.stat().st_mtime_ns)
 
 
+def write(file: Path, updates: dict[str, tuple[Any, Any]], scale: float) -> None:
+    """Save ``updates`` (a layer's name to its ``(A, B)``) and ``scale`` as an adapter file that `load` reads."""
+    import numpy as np
+
+    arrays: dict[str, Any] = {SCALE: np.array(scale, dtype=np.float32)}
+    for layer, (a, b) in updates.items():
+        arrays[f"{layer}/A"], arrays[f"{layer}/B"] = np.asarray(a, np.float16), np.asarray(b, np.float16)
+    with file.open("wb") as f:
+        np.savez_compressed(f, **arrays)
+
+
 def kind(base: str) -> str:
     """The tag of vectors made by ``base`` (the model's tag) through the adapter in use."""
     loaded = load()

@@ -66,11 +66,13 @@ def vectors_kind() -> str:
     kind are encoded again, never compared with these."""
     try:
         return adapter.kind(VECTORS)
-    except (OSError, ValueError):  # `_load` reports it and turns embeddings off
+    except (OSError, ValueError):  # `load_model` reports it and turns embeddings off
         return f"{VECTORS}+adapter-unreadable"
 
 
-def _load() -> Any:
+def load_model() -> Any:
+    """The sentence model, tuned by the adapter in use (loaded again when that adapter changes), or None when
+    it cannot load (`mode` then says why)."""
     global _model, _model_kind, _failed
     with _lock:
         if _failed is not None:
@@ -95,7 +97,7 @@ def _load() -> Any:
 def preload() -> None:
     """Load the model in a background thread (when enabled), so the first proposal does not wait for it."""
     if enabled() and _model is None:
-        threading.Thread(target=_load, daemon=True, name="adaexplore-embeddings").start()
+        threading.Thread(target=load_model, daemon=True, name="adaexplore-embeddings").start()
 
 
 def rule_input(text: str) -> str:
@@ -138,7 +140,7 @@ def encode(inputs: list[str]) -> list[bytes] | None:
     """Unit vectors (float32 bytes) of ``inputs``, or None when embeddings are not enabled."""
     if not inputs or not enabled():
         return None
-    model = _load()
+    model = load_model()
     if model is None:
         return None
     vectors = model.encode(inputs, batch_size=32, normalize_embeddings=True, show_progress_bar=False,

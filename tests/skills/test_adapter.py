@@ -20,11 +20,7 @@ def packaged(monkeypatch):
 
 
 def write_adapter(path, pairs: dict[str, tuple[np.ndarray, np.ndarray]], scale: float = 2.0):
-    arrays = {adapter.SCALE: np.array(scale, dtype=np.float32)}
-    for name, (a, b) in pairs.items():
-        arrays[f"{name}/A"], arrays[f"{name}/B"] = a.astype(np.float16), b.astype(np.float16)
-    with open(path, "wb") as f:
-        np.savez_compressed(f, **arrays)
+    adapter.write(path, pairs, scale)
     return path
 
 
