@@ -52,6 +52,6 @@ def test_with_embeddings_proposals_find_most_paraphrases_and_merges_stay_precise
     assert result["retrieval"].startswith("semantic") and "tuned by the domain adapter" in result["retrieval"]
     assert result["auto_precision"] >= memory_merge.TARGETS["auto_precision"]
     assert result["judge_precision"] >= memory_merge.TARGETS["judge_precision"]
-    # Floors a little under what RESULTS.md records for this order on a corpus the adapter never saw (0.896 and
-    # 0.829), to catch a regression; the targets (0.95 at 5 and recall 0.9) are the benchmark's, not this test's.
-    assert result["found_at_5"] >= 0.87 and result["judge_recall"] >= 0.80
+    # Floors a little under what RESULTS.md records for this order on a corpus that neither trained the adapter nor
+    # took part in any choice (0.971 and 0.958), to catch a regression; the targets are the benchmark's.
+    assert result["found_at_5"] >= 0.94 and result["judge_recall"] >= 0.92
