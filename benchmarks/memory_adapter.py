@@ -1,6 +1,6 @@
 """Learns the skill memory's domain adapter (``skills/rule_adapter.npz``) from labelled rule corpora.
 
-Runs on the local machine (CPU, about 60 minutes on two cores), with the ``memory`` extra installed.
+Runs on the local machine (CPU, about 65 minutes on two cores), with the ``memory`` extra installed.
 The adapter is a low-rank update (rank 8) of every linear layer of the packaged sentence model: each
 layer ``W`` becomes ``W + scale * B @ A``, only ``A`` and ``B`` are learned, the model's own weights
 stay frozen. Every wording of the corpora is split into its views (``semantic.views``), labelled with
