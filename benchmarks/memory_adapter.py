@@ -15,10 +15,17 @@ matches at 5). ``A`` and ``B`` are saved as float16.
 Which corpora train it is what makes a figure honest: ``--leave-out heldout3`` trains on the others,
 so ``memory_merge.py --corpus heldout3 --adapter FILE`` measures it on wordings it never saw. The
 packaged adapter is trained on ``rules`` and every ``heldout`` corpus but ``heldout11``, ``heldout12``,
-``heldout21``, ``heldout22``, ``heldout27`` and ``heldout28``, which are never trained on (they measure it).
+``heldout21``, ``heldout22``, ``heldout27``, ``heldout28``, ``heldout33`` and ``heldout34``, which are never
+trained on (they measure it), in two stages: 1,200 steps on the twenty-three corpora up to ``heldout26``
+(seed 0, on an H100), then 450 more on all twenty-seven ``TRAINED_ON`` (``--start`` with the first stage's
+file, ``--seed 1``, fresh AdamW state; 65 minutes on two CPU cores):
+
+    python benchmarks/memory_adapter.py --corpora FIRST_23 --steps 1200 --out stage1.npz  # the first 23 of TRAINED_ON
+    python benchmarks/memory_adapter.py --start stage1.npz --seed 1 --steps 450
 
     python benchmarks/memory_adapter.py [--corpora heldout,heldout2,heldout3,rules] [--leave-out C] [--out F]
-                                        [--steps 1200] [--rank 8] [--device cuda --model DIR]
+                                        [--steps 1200] [--keep 600,900] [--rank 8] [--device cuda --model DIR]
+                                        [--start ADAPTER --seed 1]
 """
 
 from __future__ import annotations
@@ -38,7 +45,8 @@ from adaexplore.skills import adapter, semantic
 
 TRAINED_ON = ("heldout", "heldout2", "heldout3", "rules", "heldout4", "heldout5", "heldout6", "heldout7", "heldout8",
               "heldout9", "heldout10", "heldout13", "heldout14", "heldout15", "heldout16", "heldout17", "heldout18",
-              "heldout19", "heldout20", "heldout23", "heldout24", "heldout25", "heldout26")
+              "heldout19", "heldout20", "heldout23", "heldout24", "heldout25", "heldout26", "heldout29", "heldout30",
+              "heldout31", "heldout32")
 LAYERS = ("attention.self.query", "attention.self.key", "attention.self.value", "attention.output.dense",
           "intermediate.dense", "output.dense")
 """The linear layers of each transformer block that the adapter updates."""
@@ -85,11 +93,26 @@ def grouped_views(names: list[str]) -> list[list[list[str]]]:
 
 
 def train(model, corpora: list[list[list[str]]], steps: int = STEPS, rank: int = RANK,
-          seed: int = 0, device: str = "cpu") -> dict[str, LowRank]:
-    """Learn the low-rank updates of ``model`` (a SentenceTransformer) on the grouped views, on ``device``."""
+          seed: int = 0, device: str = "cpu", at_step=None, start: Path | None = None) -> dict[str, LowRank]:
+    """Learn the low-rank updates of ``model`` (a SentenceTransformer) on the grouped views, on ``device``.
+
+    ``at_step(n, layers)``, when given, is called after each step ``n`` (from 1): a caller keeps checkpoints
+    with it (the learning rate is constant, so step ``n`` of a longer run is the ``n``-step adapter).
+    ``start``, an adapter file, is where ``A`` and ``B`` begin instead of the model itself (training goes on).
+    """
     torch.manual_seed(seed)
     rng = random.Random(seed)
     layers = wrap(model[0].auto_model, rank)  # A is drawn on the CPU: the same start on any device
+    if start is not None:
+        os.environ[adapter.ENV] = str(start)
+        loaded = adapter.load()
+        os.environ[adapter.ENV] = "off"
+        if loaded is None or set(loaded[0]) != set(layers) or loaded[1] != SCALE:
+            raise SystemExit(f"{start}: not an adapter of these layers at scale {SCALE}")
+        with torch.no_grad():
+            for name, (a, b) in loaded[0].items():
+                layers[name].A.copy_(torch.from_numpy(a))
+                layers[name].B.copy_(torch.from_numpy(b))
     model.to(device)
     tokenize = getattr(model, "preprocess", None) or model.tokenize  # the name before sentence-transformers 6
     opt = torch.optim.AdamW([p for layer in layers.values() for p in (layer.A, layer.B)], lr=LEARNING_RATE,
@@ -116,6 +139,8 @@ def train(model, corpora: list[list[list[str]]], steps: int = STEPS, rank: int =
         opt.step()
         if step % 50 == 0:
             print(f"step {step}: loss {loss.item():.3f}", flush=True)
+        if at_step is not None:
+            at_step(step + 1, layers)
     model.eval()
     return layers
 
@@ -127,6 +152,10 @@ def main() -> int:
     ap.add_argument("--out", type=Path, default=adapter.PACKAGED)
     ap.add_argument("--steps", type=int, default=STEPS)
     ap.add_argument("--rank", type=int, default=RANK)
+    ap.add_argument("--keep", default="", help="steps whose adapters are also written, as OUT with .STEP before "
+                    "the suffix (1200,2000: one run gives the shorter recipes too)")
+    ap.add_argument("--start", type=Path, help="an adapter file to go on training from (fresh AdamW state)")
+    ap.add_argument("--seed", type=int, default=0, help="another seed draws other batches (use one to go on)")
     ap.add_argument("--device", default="cpu", help="where to train: cpu, or cuda (minutes instead of an hour)")
     ap.add_argument("--model", type=Path, help="a sentence-transformers folder of the same model, instead of the "
                     "packaged one (for a machine without the memory extra)")
@@ -146,9 +175,20 @@ def main() -> int:
     if model is None:
         raise SystemExit(f"embeddings are not available: {semantic.mode()}")
     corpora = grouped_views(names)
-    layers = train(model, corpora, args.steps, args.rank, device=args.device)
-    adapter.write(args.out, {n: (x.A.detach().cpu().numpy(), x.B.detach().cpu().numpy()) for n, x in layers.items()},
-                  SCALE)
+    keep = {int(n) for n in args.keep.split(",") if n}
+
+    def save(path: Path, layers: dict[str, LowRank]) -> None:
+        adapter.write(path, {n: (x.A.detach().cpu().numpy(), x.B.detach().cpu().numpy()) for n, x in layers.items()},
+                      SCALE)
+
+    def checkpoint(step: int, layers: dict[str, LowRank]) -> None:
+        if step in keep and step != args.steps:
+            save(args.out.with_suffix(f".{step}{args.out.suffix}"), layers)
+            print(f"kept step {step} at {time.perf_counter() - t0:.0f} s", flush=True)
+
+    layers = train(model, corpora, args.steps, args.rank, seed=args.seed, device=args.device, at_step=checkpoint,
+                   start=args.start)
+    save(args.out, layers)
     print(f"trained on {', '.join(names)}: {sum(len(c) for c in corpora)} groups in {time.perf_counter() - t0:.0f} s "
           f"-> {args.out} ({args.out.stat().st_size // 1024} KiB)")
     return 0
