@@ -104,9 +104,15 @@ def train(model, corpora: list[list[list[str]]], steps: int = STEPS, rank: int =
     rng = random.Random(seed)
     layers = wrap(model[0].auto_model, rank)  # A is drawn on the CPU: the same start on any device
     if start is not None:
-        os.environ[adapter.ENV] = str(start)
-        loaded = adapter.load()
-        os.environ[adapter.ENV] = "off"
+        previous = os.environ.get(adapter.ENV)
+        os.environ[adapter.ENV] = str(start)  # the adapter module reads (and checks) the file it is told to use
+        try:
+            loaded = adapter.load()
+        finally:
+            if previous is None:
+                os.environ.pop(adapter.ENV, None)
+            else:
+                os.environ[adapter.ENV] = previous
         if loaded is None or set(loaded[0]) != set(layers) or loaded[1] != SCALE:
             raise SystemExit(f"{start}: not an adapter of these layers at scale {SCALE}")
         with torch.no_grad():
