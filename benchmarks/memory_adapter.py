@@ -20,7 +20,7 @@ trained on (they measure it), in two stages: 1,200 steps on the twenty-three cor
 (seed 0, on an H100), then 450 more on all twenty-seven ``TRAINED_ON`` (``--start`` with the first stage's
 file, ``--seed 1``, fresh AdamW state; 65 minutes on two CPU cores):
 
-    python benchmarks/memory_adapter.py --corpora FIRST_23 --steps 1200 --out stage1.npz  # the first 23 of TRAINED_ON
+    python benchmarks/memory_adapter.py --corpora <the first 23 names of TRAINED_ON> --steps 1200 --out stage1.npz
     python benchmarks/memory_adapter.py --start stage1.npz --seed 1 --steps 450
 
     python benchmarks/memory_adapter.py [--corpora heldout,heldout2,heldout3,rules] [--leave-out C] [--out F]
@@ -104,16 +104,8 @@ def train(model, corpora: list[list[list[str]]], steps: int = STEPS, rank: int =
     rng = random.Random(seed)
     layers = wrap(model[0].auto_model, rank)  # A is drawn on the CPU: the same start on any device
     if start is not None:
-        previous = os.environ.get(adapter.ENV)
-        os.environ[adapter.ENV] = str(start)  # the adapter module reads (and checks) the file it is told to use
-        try:
-            loaded = adapter.load()
-        finally:
-            if previous is None:
-                os.environ.pop(adapter.ENV, None)
-            else:
-                os.environ[adapter.ENV] = previous
-        if loaded is None or set(loaded[0]) != set(layers) or loaded[1] != SCALE:
+        loaded = adapter.read(start)
+        if set(loaded[0]) != set(layers) or loaded[1] != SCALE:
             raise SystemExit(f"{start}: not an adapter of these layers at scale {SCALE}")
         with torch.no_grad():
             for name, (a, b) in loaded[0].items():

@@ -67,8 +67,14 @@ def load() -> tuple[dict[str, tuple[Any, Any]], float, str] | None:
     Raises ``FileNotFoundError`` or ``ValueError`` for a named file that is missing or not an adapter.
     """
     file = path()
-    if file is None:
-        return None
+    return None if file is None else read(file)
+
+
+def read(file: Path) -> tuple[dict[str, tuple[Any, Any]], float, str]:
+    """``(updates, scale, digest)`` of the adapter ``file`` (read once while it is unchanged).
+
+    Raises ``FileNotFoundError`` or ``ValueError`` for a file that is missing or not an adapter.
+    """
     return _read(str(file), file.stat().st_mtime_ns)
 
 
