@@ -12,6 +12,11 @@ pushed apart, temperature 0.05): 1,200 AdamW steps at 5e-4, everything seeded (a
 another file of the same quality: trained both ways on nineteen corpora, 0.915 and 0.927 of heldout11's
 matches at 5). ``A`` and ``B`` are saved as float16.
 
+``--symptoms`` gives every other step to a corpus whose wordings are labelled by form (``heldout29`` to
+``heldout32``) and leads each of its groups with a wording that tells a symptom alone. Going on 240 steps that
+way, the adapter matched every symptom of its training corpora and fewer of a new corpus's (benchmarks/RESULTS.md,
+2026-12-07): the packaged adapter is not trained with it.
+
 Which corpora train it is what makes a figure honest: ``--leave-out heldout3`` trains on the others,
 so ``memory_merge.py --corpus heldout3 --adapter FILE`` measures it on wordings it never saw. The
 packaged adapter is trained on ``rules`` and every ``heldout`` corpus but ``heldout11``, ``heldout12``,
@@ -81,24 +86,32 @@ def wrap(network: torch.nn.Module, rank: int = RANK) -> dict[str, LowRank]:
     return wrapped
 
 
-def grouped_views(names: list[str]) -> list[list[list[str]]]:
-    """For each corpus, its groups of two views or more, each group the views of all its wordings."""
+def grouped_views(names: list[str]) -> list[list[tuple[list[str], list[str]]]]:
+    """For each corpus, its groups of two views or more: each group's views, and those of its wordings labelled as
+    telling a symptom alone (``"form": "symptom"``; none where a corpus has no labels)."""
     out = []
     for name in names:
-        groups: dict[str, list[str]] = {}
+        groups: dict[str, tuple[list[str], list[str]]] = {}
         for item in load(CORPORA / f"{name}.jsonl"):
-            groups.setdefault(item["group"], []).extend(semantic.views(item["text"]))
-        out.append([g for g in groups.values() if len(g) >= 2])
+            views, told = groups.setdefault(item["group"], ([], []))
+            views.extend(semantic.views(item["text"]))
+            if item.get("form") == "symptom":
+                told.extend(semantic.views(item["text"]))
+        out.append([g for g in groups.values() if len(g[0]) >= 2])
     return out
 
 
-def train(model, corpora: list[list[list[str]]], steps: int = STEPS, rank: int = RANK,
-          seed: int = 0, device: str = "cpu", at_step=None, start: Path | None = None) -> dict[str, LowRank]:
+def train(model, corpora: list[list[tuple[list[str], list[str]]]], steps: int = STEPS, rank: int = RANK,
+          seed: int = 0, device: str = "cpu", at_step=None, start: Path | None = None,
+          symptoms: bool = False) -> dict[str, LowRank]:
     """Learn the low-rank updates of ``model`` (a SentenceTransformer) on the grouped views, on ``device``.
 
     ``at_step(n, layers)``, when given, is called after each step ``n`` (from 1): a caller keeps checkpoints
     with it (the learning rate is constant, so step ``n`` of a longer run is the ``n``-step adapter).
     ``start``, an adapter file, is where ``A`` and ``B`` begin instead of the model itself (training goes on).
+    With ``symptoms``, every other step takes a corpus whose wordings are labelled by form, and each of its groups
+    in the batch gives first a view of a wording that tells a symptom alone, where it has one: the wordings whose
+    match the proposals miss most.
     """
     torch.manual_seed(seed)
     rng = random.Random(seed)
@@ -115,12 +128,18 @@ def train(model, corpora: list[list[list[str]]], steps: int = STEPS, rank: int =
     tokenize = getattr(model, "preprocess", None) or model.tokenize  # the name before sentence-transformers 6
     opt = torch.optim.AdamW([p for layer in layers.values() for p in (layer.A, layer.B)], lr=LEARNING_RATE,
                             weight_decay=0.0)
+    labelled = [i for i, groups in enumerate(corpora) if any(told for _, told in groups)]
     model.train()
     for step in range(steps):
-        groups = corpora[step % len(corpora)]  # one corpus a step: another corpus's group may be the same lesson
+        emphasis = bool(symptoms and labelled and step % 2 == 0)
+        # one corpus a step: another corpus's group may be the same lesson
+        groups = corpora[labelled[step // 2 % len(labelled)] if emphasis else
+                         (step // 2 if symptoms else step) % len(corpora)]
         texts, labels = [], []
-        for label, views in enumerate(rng.sample(groups, min(GROUPS, len(groups)))):
-            for view in rng.sample(views, min(VIEWS, len(views))):
+        for label, (views, told) in enumerate(rng.sample(groups, min(GROUPS, len(groups)))):
+            first = [rng.choice(told)] if emphasis and told else []
+            rest = [v for v in views if v not in first]
+            for view in first + rng.sample(rest, min(VIEWS - len(first), len(rest))):
                 texts.append(view)
                 labels.append(label)
         batch = tokenize(texts)
@@ -154,6 +173,8 @@ def main() -> int:
                     "the suffix (1200,2000: one run gives the shorter recipes too)")
     ap.add_argument("--start", type=Path, help="an adapter file to go on training from (fresh AdamW state)")
     ap.add_argument("--seed", type=int, default=0, help="another seed draws other batches (use one to go on)")
+    ap.add_argument("--symptoms", action="store_true", help="every other step on a corpus labelled by form, each "
+                    "group led by a wording that tells a symptom alone")
     ap.add_argument("--device", default="cpu", help="where to train: cpu, or cuda (minutes instead of an hour)")
     ap.add_argument("--model", type=Path, help="a sentence-transformers folder of the same model, instead of the "
                     "packaged one (for a machine without the memory extra)")
@@ -185,7 +206,7 @@ def main() -> int:
             print(f"kept step {step} at {time.perf_counter() - t0:.0f} s", flush=True)
 
     layers = train(model, corpora, args.steps, args.rank, seed=args.seed, device=args.device, at_step=checkpoint,
-                   start=args.start)
+                   start=args.start, symptoms=args.symptoms)
     save(args.out, layers)
     print(f"trained on {', '.join(names)}: {sum(len(c) for c in corpora)} groups in {time.perf_counter() - t0:.0f} s "
           f"-> {args.out} ({args.out.stat().st_size // 1024} KiB)")

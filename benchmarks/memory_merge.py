@@ -47,9 +47,10 @@ quarter of their wordings by symptom alone (no word of the cause or the fix); th
 is trained on ``rules`` and every ``heldout`` corpus but ``heldout11``, ``heldout12``, ``heldout21``,
 ``heldout22``, ``heldout27``, ``heldout28``, ``heldout33`` and ``heldout34`` (``memory_adapter.py``), which never
 trained it; all but ``heldout11`` and ``heldout12`` were also kept out of every choice of the ranking and of the
-adapter's recipe (but heldout28's misses suggested the topics of ``heldout29`` and ``heldout30``).
-Where a corpus labels each wording's form (``heldout33`` and ``heldout34``: rule, symptom alone, code, shorthand,
-story; labelled by a reader who saw no code), the match at 5 is also given by form (worst order).
+adapter's recipe (but heldout28's misses suggested the topics of ``heldout29`` and ``heldout30``, and
+``heldout33`` took part in one choice: batches led by symptoms, which were not adopted).
+Where a corpus labels each wording's form (``heldout29`` to ``heldout34``: rule, symptom alone, code, shorthand,
+story; labelled by readers who saw no code), the match at 5 is also given by form (worst order).
 ``--adapter FILE`` measures a corpus with an adapter trained without it (``memory_adapter.py --leave-out``).
 
     python benchmarks/memory_merge.py [--corpus heldout] [--orders 3] [--import-rules 3000] [--adapter F|off]

@@ -51,6 +51,13 @@ def test_every_held_out_corpus_is_labelled_consistently(path):
     assert {it["form"] for it in items if "form" in it} <= {"rule", "symptom", "code", "shorthand", "story"}
 
 
+def test_training_can_lead_each_group_with_its_wordings_that_tell_a_symptom_alone():
+    labelled, unlabelled = memory_adapter.grouped_views(["heldout29", "heldout"])
+    assert all(told and set(told) <= set(views) for views, told in labelled)  # every group tells one
+    assert sum(len(told) for _, told in labelled) >= 99  # at least one view per wording labelled a symptom
+    assert not any(told for _, told in unlabelled)
+
+
 def test_the_packaged_adapter_never_saw_the_corpora_its_figures_are_checked_on():
     assert memory_merge.UNSEEN.stem not in memory_adapter.TRAINED_ON
     measuring = {"heldout11", "heldout12", "heldout21", "heldout22", "heldout27", "heldout28", "heldout33", "heldout34"}
