@@ -94,9 +94,10 @@ def grouped_views(names: list[str]) -> list[list[tuple[list[str], list[str]]]]:
         groups: dict[str, tuple[list[str], list[str]]] = {}
         for item in load(CORPORA / f"{name}.jsonl"):
             views, told = groups.setdefault(item["group"], ([], []))
-            views.extend(semantic.views(item["text"]))
+            mine = semantic.views(item["text"])
+            views.extend(mine)
             if item.get("form") == "symptom":
-                told.extend(semantic.views(item["text"]))
+                told.extend(mine)
         out.append([g for g in groups.values() if len(g[0]) >= 2])
     return out
 
@@ -131,14 +132,14 @@ def train(model, corpora: list[list[tuple[list[str], list[str]]]], steps: int = 
     labelled = [i for i, groups in enumerate(corpora) if any(told for _, told in groups)]
     model.train()
     for step in range(steps):
-        emphasis = bool(symptoms and labelled and step % 2 == 0)
         # one corpus a step: another corpus's group may be the same lesson
-        groups = corpora[labelled[step // 2 % len(labelled)] if emphasis else
-                         (step // 2 if symptoms else step) % len(corpora)]
+        turn = step // 2 if symptoms else step  # with symptoms, odd steps go round all corpora, even ones the labelled
+        emphasis = bool(symptoms and labelled and step % 2 == 0)
+        groups = corpora[labelled[turn % len(labelled)] if emphasis else turn % len(corpora)]
         texts, labels = [], []
         for label, (views, told) in enumerate(rng.sample(groups, min(GROUPS, len(groups)))):
             first = [rng.choice(told)] if emphasis and told else []
-            rest = [v for v in views if v not in first]
+            rest = [v for v in views if v not in first] if first else views
             for view in first + rng.sample(rest, min(VIEWS - len(first), len(rest))):
                 texts.append(view)
                 labels.append(label)
