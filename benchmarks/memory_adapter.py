@@ -130,11 +130,12 @@ def train(model, corpora: list[list[tuple[list[str], list[str]]]], steps: int = 
     opt = torch.optim.AdamW([p for layer in layers.values() for p in (layer.A, layer.B)], lr=LEARNING_RATE,
                             weight_decay=0.0)
     labelled = [i for i, groups in enumerate(corpora) if any(told for _, told in groups)]
+    alternate = symptoms and bool(labelled)  # without a labelled corpus, every step goes round all of them
     model.train()
     for step in range(steps):
         # one corpus a step: another corpus's group may be the same lesson
-        turn = step // 2 if symptoms else step  # with symptoms, odd steps go round all corpora, even ones the labelled
-        emphasis = bool(symptoms and labelled and step % 2 == 0)
+        turn = step // 2 if alternate else step  # alternating, odd steps go round all corpora, even ones the labelled
+        emphasis = alternate and step % 2 == 0
         groups = corpora[labelled[turn % len(labelled)] if emphasis else turn % len(corpora)]
         texts, labels = [], []
         for label, (views, told) in enumerate(rng.sample(groups, min(GROUPS, len(groups)))):
