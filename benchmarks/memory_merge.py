@@ -52,9 +52,11 @@ adapter's recipe (but heldout28's misses suggested the topics of ``heldout29`` a
 Where a corpus labels each wording's form (``heldout29`` to ``heldout34``: rule, symptom alone, code, shorthand,
 story; labelled by readers who saw no code), the match at 5 is also given by form (worst order).
 ``--adapter FILE`` measures a corpus with an adapter trained without it (``memory_adapter.py --leave-out``).
+``--restate`` tells each symptom-alone wording of heldout33 and heldout34 as the rule an engineer who saw only
+that wording wrote for it (``memory_corpus/restated/``): what the memory gets from an agent that names the cause.
 
     python benchmarks/memory_merge.py [--corpus heldout] [--orders 3] [--import-rules 3000] [--adapter F|off]
-                                      [--json-out F]
+                                      [--restate] [--json-out F]
 """
 
 from __future__ import annotations
@@ -75,6 +77,9 @@ from adaexplore.skills.skill_store import SkillStore
 CORPORA = Path(__file__).parent / "memory_corpus"
 CORPUS = CORPORA / "heldout.jsonl"
 UNSEEN = CORPORA / "heldout21.jsonl"
+RESTATED = CORPORA / "restated" / "symptoms.jsonl"
+"""Every symptom-alone wording of heldout33 and heldout34, restated as the rule it implies by an engineer who saw
+only that wording (and its error text), never the corpus or the code."""
 """A corpus the packaged domain adapter was not trained on (see ``memory_adapter.TRAINED_ON``)."""
 TARGETS = {"auto_precision": 0.98, "found_at_5": 0.95, "judge_precision": 0.97, "judge_recall": 0.9}
 """With embeddings; without them only ``auto_precision`` is a target."""
@@ -82,6 +87,20 @@ TARGETS = {"auto_precision": 0.98, "found_at_5": 0.95, "judge_precision": 0.97, 
 
 def load(path: Path = CORPUS) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def restated(items: list[dict], corpus: str, path: Path = RESTATED) -> list[dict]:
+    """``items`` with each wording that ``path`` restates (by corpus and line, checked against the wording it
+    replaces) told as the rule it implies instead; its group, error text and form label stay."""
+    out = [dict(it) for it in items]
+    for row in load(path):
+        if row["corpus"] != corpus:
+            continue
+        item = out[row["line"]]
+        if item["text"] != row["symptom"]:
+            raise ValueError(f"{path.name}: line {row['line']} of {corpus} is no longer the wording it restates")
+        item["text"] = row["rule"]
+    return out
 
 
 def excerpt(item: dict) -> str | None:
@@ -256,6 +275,8 @@ def main() -> int:
     ap.add_argument("--paths", default="semantic,lexical")
     ap.add_argument("--adapter", help="the domain adapter to use: a file (from memory_adapter.py --leave-out, for a "
                     "corpus it was not trained on), or off; default the packaged one")
+    ap.add_argument("--restate", action="store_true", help="tell each wording that memory_corpus/restated/ restates "
+                    "as its restatement (what the memory sees when the agent names the cause of a symptom)")
     ap.add_argument("--json-out", type=Path)
     args = ap.parse_args()
     from adaexplore.skills import adapter
@@ -265,12 +286,14 @@ def main() -> int:
     named = CORPORA / f"{args.corpus}.jsonl"
     path = named if named.is_file() else Path(args.corpus)
     items = load(path)
+    if args.restate:
+        items = restated(items, path.stem)
     groups = len({it["group"] for it in items})
-    print(f"corpus {path.name}: {len(items)} rules in {groups} groups, {sum(bool(it.get('error')) for it in items)} "
-          f"with error text")
+    print(f"corpus {path.name}{' (symptoms restated)' if args.restate else ''}: {len(items)} rules in {groups} groups, "
+          f"{sum(bool(it.get('error')) for it in items)} with error text")
     tmp = Path(tempfile.mkdtemp())
     in_use = adapter.path()
-    out: dict = {"corpus": path.name, "rules": len(items), "groups": groups,
+    out: dict = {"corpus": path.name, "restated": args.restate, "rules": len(items), "groups": groups,
                  "adapter": str(in_use) if in_use else "off"}
     print(f"adapter: {out['adapter']}")
     missed: list[str] = []

@@ -26,8 +26,9 @@ Loop until the budget is used up or {steps} steps are done:
    the expansion is still open for a different kernel. If the status is 'pending', poll
    get_node(node_id) until it is done.
 5. When a failure taught you something general (an API misuse, a constexpr rule, a dtype trap), call
-   record_failure with a one-sentence rule and the node_id. If its answer lists a `closest` rule that says
-   the same thing in other words, call it again with same_as=<that rule_id>.
+   record_failure with a one-sentence rule (its cause and fix, not only the symptom) and the node_id. If its
+   answer lists a `closest` rule that says the same thing in other words, call it again with
+   same_as=<that rule_id>.
 6. Repeat from 2. Never game the checks (no reuse of the reference, no caching outputs, no other streams).
 At the end call best_candidates(task_id, include_code=true) and report the best kernel and its speedup."""
 
@@ -46,7 +47,9 @@ has been seen on enough distinct tasks. Work in rounds of {count} tasks:
    evaluate_kernel(task_id, source). Poll get_node(node_id) while the status is 'pending'.
 4. For every failed kernel, find the root cause in the feedback and call record_failure(rule=..., node_id=...)
    with one short, general sentence: "do X, not Y", naming the API involved (e.g. "Do not call
-   tl.float32(x); use x.to(tl.float32)"). Skip failures that are plain numerical mismatches of your own logic.
+   tl.float32(x); use x.to(tl.float32)"). Name the cause and the fix, not only the symptom: "garbage past
+   element 1000" is found again half as often as "mask loads and stores when n is not a multiple of BLOCK".
+   Skip failures that are plain numerical mismatches of your own logic.
    The same wording, or the same error with the same fix, is merged by itself and counted once per task. If
    the answer lists `closest` rules and one of them says the same thing, call record_failure again with
    same_as=<its rule_id>; if they only look alike, pass their ids as distinct_from instead.

@@ -256,7 +256,8 @@ def register_tools(mcp: MCPServer, svc: Service, cfg: ServerConfig) -> None:
     @tool(annotations=APPEND, title="Record a failure rule")
     def record_failure(
         rule: Annotated[str, Field(min_length=1, max_length=MAX_RULE_CHARS,
-                                   description="one-sentence validity rule: do X, not Y")],
+                                   description="one-sentence validity rule: do X, not Y. Name the cause and "
+                                               "the fix, not only what was seen")],
         node_id: Annotated[str | None, Field(max_length=100, description="the failing node it explains")] = None,
         task_id: Annotated[str | None, Field(max_length=100, description="the task the failure happened on, when "
                                                                         "no node_id is given")] = None,

@@ -51,6 +51,22 @@ def test_every_held_out_corpus_is_labelled_consistently(path):
     assert {it["form"] for it in items if "form" in it} <= {"rule", "symptom", "code", "shorthand", "story"}
 
 
+def test_restated_symptoms_replace_only_the_symptom_wordings_they_were_written_for():
+    rows = memory_merge.load(memory_merge.RESTATED)
+    for name in ("heldout33", "heldout34"):
+        items = memory_merge.load(memory_merge.CORPORA / f"{name}.jsonl")
+        told = memory_merge.restated(items, name)
+        changed = [i for i, (a, b) in enumerate(zip(items, told, strict=True)) if a != b]
+        assert changed == sorted(r["line"] for r in rows if r["corpus"] == name)
+        assert all(items[i]["form"] == "symptom" for i in changed)  # every symptom-alone wording, nothing else
+        assert len(changed) == sum(it["form"] == "symptom" for it in items)
+        assert all(told[i]["text"] != items[i]["text"] and told[i]["group"] == items[i]["group"] for i in changed)
+    moved = [dict(it) for it in memory_merge.load(memory_merge.CORPORA / "heldout33.jsonl")]
+    moved.insert(0, {"group": "g", "text": "a wording added above the restated ones", "form": "rule"})
+    with pytest.raises(ValueError, match="no longer the wording it restates"):
+        memory_merge.restated(moved, "heldout33")
+
+
 def test_training_can_lead_each_group_with_its_wordings_that_tell_a_symptom_alone():
     labelled, unlabelled = memory_adapter.grouped_views(["heldout29", "heldout"])
     assert all(told and set(told) <= set(views) for views, told in labelled)  # every group tells one
