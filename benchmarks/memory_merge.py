@@ -77,10 +77,10 @@ from adaexplore.skills.skill_store import SkillStore
 CORPORA = Path(__file__).parent / "memory_corpus"
 CORPUS = CORPORA / "heldout.jsonl"
 UNSEEN = CORPORA / "heldout21.jsonl"
+"""A corpus the packaged domain adapter was not trained on (see ``memory_adapter.TRAINED_ON``)."""
 RESTATED = CORPORA / "restated" / "symptoms.jsonl"
 """Every symptom-alone wording of heldout33 and heldout34, restated as the rule it implies by an engineer who saw
 only that wording (and its error text), never the corpus or the code."""
-"""A corpus the packaged domain adapter was not trained on (see ``memory_adapter.TRAINED_ON``)."""
 TARGETS = {"auto_precision": 0.98, "found_at_5": 0.95, "judge_precision": 0.97, "judge_recall": 0.9}
 """With embeddings; without them only ``auto_precision`` is a target."""
 
@@ -96,10 +96,10 @@ def restated(items: list[dict], corpus: str, path: Path = RESTATED) -> list[dict
     for row in load(path):
         if row["corpus"] != corpus:
             continue
-        item = out[row["line"]]
-        if item["text"] != row["symptom"]:
-            raise ValueError(f"{path.name}: line {row['line']} of {corpus} is no longer the wording it restates")
-        item["text"] = row["rule"]
+        line = row["line"]
+        if line >= len(out) or out[line]["text"] != row["symptom"]:
+            raise ValueError(f"{path.name}: line {line} of {corpus} is no longer the wording it restates")
+        out[line]["text"] = row["rule"]
     return out
 
 

@@ -61,7 +61,7 @@ def test_restated_symptoms_replace_only_the_symptom_wordings_they_were_written_f
         assert all(items[i]["form"] == "symptom" for i in changed)  # every symptom-alone wording, nothing else
         assert len(changed) == sum(it["form"] == "symptom" for it in items)
         assert all(told[i]["text"] != items[i]["text"] and told[i]["group"] == items[i]["group"] for i in changed)
-    moved = [dict(it) for it in memory_merge.load(memory_merge.CORPORA / "heldout33.jsonl")]
+    moved = memory_merge.load(memory_merge.CORPORA / "heldout33.jsonl")
     moved.insert(0, {"group": "g", "text": "a wording added above the restated ones", "form": "rule"})
     with pytest.raises(ValueError, match="no longer the wording it restates"):
         memory_merge.restated(moved, "heldout33")
