@@ -76,6 +76,7 @@ import time
 from pathlib import Path
 from types import SimpleNamespace
 
+from adaexplore.skills.proposals import Candidate, closest
 from adaexplore.skills.skill_store import SkillStore
 
 CORPORA = Path(__file__).parent / "memory_corpus"
@@ -143,16 +144,13 @@ def automatic(items: list[dict], order: list[int], db: str) -> tuple[float, floa
 
 class Replay:
     """The memory's ranking (``proposals.closest``) without its store, for screening a change to the ranking in
-    seconds: each wording is encoded once, all in one batch, and clusters are kept in dicts. It answers the three
-    calls `judged` makes as a ``SkillStore`` would, but makes no automatic merge and keeps no error signature, so
-    its figures are a screen, not the benchmark's (the difference is in benchmarks/RESULTS.md)."""
+    seconds: it ranks with ``vector`` (each wording's embedding, made once per path by `run_path`; empty on the
+    lexical path) and keeps clusters in dicts. It answers the three calls `judged` makes as a ``SkillStore`` would,
+    but makes no automatic merge and keeps no error signature, so its figures are a screen, not the benchmark's
+    (the difference is in benchmarks/RESULTS.md)."""
 
-    def __init__(self, items: list[dict]) -> None:
-        from adaexplore.skills import semantic
-
-        texts = [it["text"] for it in items]
-        vectors = semantic.encode_rules(texts)  # None on the lexical path
-        self.vector: dict[str, bytes] = dict(zip(texts, vectors)) if vectors else {}
+    def __init__(self, vector: dict[str, bytes]) -> None:
+        self.vector = vector
         self.wordings: dict[str, list[str]] = {}  # a cluster's root -> its wordings, in the order recorded
         self.root: dict[str, str] = {}  # every rule id -> its cluster's root
         self.rule_of: dict[str, str] = {}  # a wording -> the rule id it was first recorded as
@@ -161,8 +159,6 @@ class Replay:
         return self.root[rule_id]
 
     def closest_rules(self, text: str, *, k: int = 5, exclude: str | None = None) -> list[SimpleNamespace]:
-        from adaexplore.skills.proposals import Candidate, closest
-
         cands = [Candidate(rule_id=r, text=ws[0], count=len(ws), wordings=ws,
                            vectors=[self.vector[w] for w in ws] if self.vector else [])
                  for r, ws in sorted(self.wordings.items())]
@@ -225,11 +221,15 @@ def run_path(items: list[dict], orders: int, semantic_on: bool, tmp: Path, repla
     os.environ[semantic.ENV] = "on" if semantic_on else "off"
     rows, tallies = [], []  # each order's figures; its [found at 5, asked] by form
     t0 = time.perf_counter()
+    if replay:  # every order replays the same wordings: encode them once, in one batch
+        texts = [it["text"] for it in items]
+        encoded = semantic.encode_rules(texts)  # None on the lexical path
+        vector = dict(zip(texts, encoded)) if encoded else {}
     for seed in range(orders):
         order = list(range(len(items)))
         random.Random(seed).shuffle(order)
         if replay:
-            row = judged(items, order, Replay(items))
+            row = judged(items, order, Replay(vector))
         else:
             ap, ar = automatic(items, order, str(tmp / f"a{seed}{semantic_on}.db"))
             row = {"auto_precision": ap, "auto_recall": ar,
@@ -367,7 +367,8 @@ def main() -> int:
         print(f"{name}:")
         out[name] = run_path(items, args.orders, on, tmp, replay=args.replay)
         print(f"{name} (worst of {args.orders} orders{', replayed' if args.replay else ''}): " + json.dumps(out[name]))
-        missed += [] if args.replay else [f"{name}: {m}" for m in bars(out[name], on)]
+        if not args.replay:
+            missed += [f"{name}: {m}" for m in bars(out[name], on)]
     if args.replay:
         print("replayed: a screen of the ranking; run without --replay for the benchmark and its bars")
         return 0
