@@ -54,7 +54,7 @@ story; labelled by readers who saw no code), the match at 5 is also given by for
 ``--adapter FILE`` measures a corpus with an adapter trained without it (``memory_adapter.py --leave-out``).
 ``--replay`` screens a change to the ranking in seconds: the proposals and the perfect judge on `Replay`, the
 same ranking without a store (no automatic merges, no error signatures); its figures are close to the benchmark's
-but check no bar.
+but check no bar (``--json-out`` writes them with ``"replayed": true`` and no ``missed``).
 ``--restate`` tells each symptom-alone wording of heldout33 and heldout34 as the rule an engineer who saw only
 that wording wrote for it (``memory_corpus/restated/``): what the memory gets from an agent that names the cause.
 
@@ -297,7 +297,7 @@ def import_bench(n: int, items: list[dict]) -> dict:
     proc = ctx.Process(target=_import_in_child, args=(db, str(doc_path), started, done))
     proc.start()
     started.wait(120)  # the child has read the export: the import starts now
-    lat = {"record_failure": [], "get_skill_memory": [], "evaluate_kernel_experience": []}
+    lat: dict[str, list[float]] = {"record_failure": [], "get_skill_memory": [], "evaluate_kernel_experience": []}
     k = 0
     while proc.is_alive():
         item = items[k % len(items)]
@@ -369,7 +369,10 @@ def main() -> int:
         print(f"{name} (worst of {args.orders} orders{', replayed' if args.replay else ''}): " + json.dumps(out[name]))
         if not args.replay:
             missed += [f"{name}: {m}" for m in bars(out[name], on)]
-    if args.replay:
+    out["replayed"] = args.replay
+    if args.replay:  # a screen: its figures are written, but it checks no bar, so it has no "missed"
+        if args.json_out:
+            args.json_out.write_text(json.dumps(out, indent=1))
         print("replayed: a screen of the ranking; run without --replay for the benchmark and its bars")
         return 0
     if args.import_rules:
